@@ -1,0 +1,32 @@
+"""Shared fixtures: the repository, and one strict build of the book per test session."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+from book_build import BookBuild, build_book  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def toc_chapters() -> list[str]:
+    """Every chapter listed in _toc.yml, as a path without extension."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    return [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory) -> BookBuild:
+    """The whole book, built strictly from a clean state (fresh output folder and cache)."""
+    result = build_book(REPO, tmp_path_factory.mktemp("book"))
+    if result.returncode != 0:
+        pytest.fail(f"the book build failed (exit {result.returncode}):\n{result.log[-6000:]}")
+    return result

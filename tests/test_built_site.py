@@ -1,0 +1,131 @@
+"""The built site: launch and download links lead to real files, and nothing loads from the network."""
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+
+@pytest.fixture(scope="module")
+def repository(repo):
+    config = yaml.safe_load((repo / "_config.yml").read_text())["repository"]
+    org, name = urlparse(config["url"]).path.strip("/").split("/")
+    return {"org": org, "name": name, "branch": config["branch"]}
+
+
+@pytest.fixture(scope="module")
+def pages(book):
+    """path of every built HTML page -> parsed document."""
+    return {
+        path: BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+        for path in sorted(book.html.rglob("*.html"))
+        if "_static" not in path.relative_to(book.html).parts  # theme templates, not pages
+    }
+
+
+@pytest.fixture(scope="module")
+def chapter_pages(book, pages, toc_chapters):
+    return {ch: pages[book.html / f"{ch}.html"] for ch in toc_chapters}
+
+
+def hrefs(page):
+    return [a["href"] for a in page.find_all("a", href=True)]
+
+
+def repo_path_of_launch_link(href, repository):
+    """The repository file a Colab or Binder link opens, or None if it is neither."""
+    org, name, branch = repository["org"], repository["name"], repository["branch"]
+    colab = f"https://colab.research.google.com/github/{org}/{name}/blob/{branch}/"
+    if href.startswith(colab):
+        return unquote(href[len(colab):])
+    binder = f"https://mybinder.org/v2/gh/{org}/{name}/{branch}"
+    if href.startswith(binder):
+        urlpath = parse_qs(urlparse(href).query)["urlpath"][0]
+        return unquote(re.sub(r"^(lab/tree|tree)/", "", urlpath))
+    return None
+
+
+@pytest.mark.parametrize("service", ["colab.research.google.com", "mybinder.org"])
+def test_every_chapter_has_a_launch_button(chapter_pages, service):
+    lacking = [ch for ch, page in chapter_pages.items() if not any(service in h for h in hrefs(page))]
+    assert lacking == []
+
+
+def test_launch_links_open_a_notebook_that_exists_in_the_repo(chapter_pages, repository, repo):
+    targets = {
+        repo_path_of_launch_link(h, repository)
+        for page in chapter_pages.values()
+        for h in hrefs(page)
+        if "colab.research" in h or "mybinder.org" in h
+    }
+    assert targets, "no launch links found"
+    for target in targets:
+        assert target is not None, "a launch link points to another repository"
+        assert target.endswith(".ipynb"), f"{target}: Colab cannot open a Markdown file"
+        assert (repo / target).is_file(), f"{target} is not in the repository"
+
+
+def test_every_chapter_offers_its_notebook_for_download(chapter_pages, book):
+    for chapter, page in chapter_pages.items():
+        page_dir = (book.html / chapter).parent
+        downloads = [h for h in hrefs(page) if h.endswith(".ipynb") and "://" not in h]
+        assert downloads, f"{chapter} has no .ipynb download link"
+        for href in downloads:
+            assert (page_dir / href).resolve().is_file(), f"{chapter}: {href} is not in the build"
+
+
+def local_references(page):
+    for tag, attr in (("a", "href"), ("img", "src"), ("script", "src"), ("link", "href")):
+        for node in page.find_all(tag):
+            value = node.get(attr)
+            if value and not re.match(r"^([a-z]+:|//|#)", value):
+                yield value
+
+
+def test_every_local_link_resolves_to_a_built_file(pages):
+    broken = []
+    for path, page in pages.items():
+        for ref in local_references(page):
+            target = (path.parent / unquote(ref.split("#")[0].split("?")[0])).resolve()
+            if not target.exists():
+                broken.append(f"{path.name}: {ref}")
+    assert broken == []
+
+
+def test_no_page_loads_a_script_or_stylesheet_from_the_network(pages):
+    external = []
+    for path, page in pages.items():
+        sources = [s.get("src") for s in page.find_all("script")]
+        sheets = [l.get("href") for l in page.find_all("link") if "stylesheet" in (l.get("rel") or [])]
+        sources += [s for s in sheets]
+        external += [f"{path.name}: {s}" for s in sources if s and re.match(r"^(https?:)?//", s)]
+        inline = " ".join(s.get_text() for s in page.find_all("script") if not s.get("src"))
+        external += [f"{path.name}: inline {u}" for u in re.findall(r"https?://[^\s\"']+\.js\b", inline)]
+    assert external == []
+
+
+def test_no_stylesheet_imports_fonts_or_styles_from_the_network(book):
+    offenders = [
+        str(css.relative_to(book.html))
+        for css in book.html.rglob("*.css")
+        if re.search(r"(@import|url\()\s*['\"]?(https?:)?//", css.read_text(errors="ignore"))
+    ]
+    assert offenders == []
+
+
+def test_pages_with_math_load_the_bundled_mathjax(book, pages):
+    with_math = {path: page for path, page in pages.items() if page.select(".math")}
+    assert with_math, "no page contains math"
+    for path, page in with_math.items():
+        mathjax = [s["src"] for s in page.find_all("script", src=True) if "mathjax" in s["src"].lower()]
+        assert mathjax, f"{path.name} has math but loads no MathJax"
+        assert all((path.parent / src).resolve().is_file() for src in mathjax)
+
+
+def test_search_page_and_index_are_built(book):
+    assert (book.html / "search.html").is_file()
+    assert (book.html / "searchindex.js").is_file()
+    assert (book.html / "genindex.html").is_file()
