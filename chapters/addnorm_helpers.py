@@ -57,19 +57,18 @@ def use_course_style() -> None:
     )
 
 
-def glue(name: str, value, display: bool = False):
-    """Glue ``value`` into the book under ``name``.
+def glue(name: str, value, display: bool = False) -> None:
+    """Glue ``value`` into the book under ``name``; returns nothing.
 
     In the book build this is myst-nb's ``glue``. Where myst-nb is not
-    installed (Colab, say) the value is simply returned so the notebook still
-    runs top to bottom.
+    installed (Colab, say) it does nothing, so the notebook still runs top to
+    bottom; chapters print what they glue, so no number is hidden there.
     """
     try:
         from myst_nb import glue as _glue
     except ImportError:
-        return value
+        return
     _glue(name, value, display=display)
-    return value
 
 
 def fmt_vector(values, digits: int = 3) -> str:

@@ -129,3 +129,17 @@ def test_search_page_and_index_are_built(book):
     assert (book.html / "search.html").is_file()
     assert (book.html / "searchindex.js").is_file()
     assert (book.html / "genindex.html").is_file()
+
+
+def test_diagrams_are_svg_files_that_need_no_network(book, pages):
+    diagrams = {
+        (path.parent / img["src"]).resolve()
+        for path, page in pages.items()
+        for img in page.find_all("img", src=True)
+        if img["src"].endswith(".svg") and "_static" not in img["src"]
+    }
+    assert diagrams, "the book shows no SVG diagram"
+    for svg in diagrams:
+        text = svg.read_text()
+        assert not re.search(r"(href|src)=[\"'](https?:)?//", text.replace('xmlns="http', "")), svg.name
+        assert "<title" in text, f"{svg.name} has no <title> for screen readers"

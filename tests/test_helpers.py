@@ -18,9 +18,10 @@ def test_seed_everything_makes_torch_draws_repeat(capsys):
     assert "seed = 7" in capsys.readouterr().out
 
 
-def test_glue_returns_the_value_when_myst_nb_is_missing(monkeypatch):
+def test_glue_is_a_silent_no_op_when_myst_nb_is_missing(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # makes `import myst_nb` raise ImportError
-    assert addnorm_helpers.glue("anything", 3.5) == 3.5
+    assert addnorm_helpers.glue("anything", 3.5) is None
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize(
