@@ -4,6 +4,7 @@ import json
 import textwrap
 
 import pytest
+import yaml
 from book_build import build_book
 from conftest import REPO
 
@@ -37,21 +38,38 @@ def test_every_chapter_is_rendered_to_html(book, toc_chapters):
         assert (book.html / f"{chapter}.html").exists()
 
 
-@pytest.fixture
-def book_with_a_failing_chapter(tmp_path):
-    """A copy of the book's configuration whose only chapter raises."""
-    source = tmp_path / "src"
+def make_mini_book(source, **sphinx_config):
+    """A one-page book with this repository's configuration and extensions, plus ``sphinx_config``."""
     (source / "chapters").mkdir(parents=True)
-    for name in ("_config.yml", "intro.md"):
-        (source / name).write_text((REPO / name).read_text())
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    config["sphinx"]["config"].update(sphinx_config)
+    (source / "_config.yml").write_text(yaml.safe_dump(config))
     (source / "_ext").mkdir()
     (source / "_ext" / "offline_assets.py").write_text((REPO / "_ext" / "offline_assets.py").read_text())
     (source / "intro.md").write_text("# Intro\n")
+    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    return source
+
+
+def test_a_script_from_a_cdn_fails_the_build(tmp_path):
+    source = make_mini_book(tmp_path / "src", html_js_files=["https://cdn.example.org/widget.js"])
+    result = build_book(source, tmp_path / "out")
+    assert result.returncode != 0
+    assert "loads https://cdn.example.org/widget.js from the network" in result.log
+
+
+@pytest.fixture
+def book_with_a_failing_chapter(tmp_path):
+    """A one-chapter book with this repository's configuration whose chapter raises."""
+    source = make_mini_book(tmp_path / "src")
     (source / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapters/broken\n")
     (source / "chapters" / "broken.md").write_text(
         textwrap.dedent(
             """\
             ---
+            jupytext:
+              text_representation:
+                format_name: myst
             kernelspec:
               display_name: Python 3
               language: python
@@ -71,4 +89,10 @@ def book_with_a_failing_chapter(tmp_path):
 def test_a_chapter_that_raises_fails_the_build(book_with_a_failing_chapter, tmp_path):
     result = build_book(book_with_a_failing_chapter, tmp_path / "out")
     assert result.returncode != 0
-    assert "broken" in result.log
+    assert "broken.md: WARNING: Executing notebook failed" in result.log
+
+
+def test_a_failing_chapter_leaves_its_traceback_in_a_report(book_with_a_failing_chapter, tmp_path):
+    build_book(book_with_a_failing_chapter, tmp_path / "out")
+    report = tmp_path / "out" / "_build" / "html" / "reports" / "chapters" / "broken.err.log"
+    assert "this chapter is broken on purpose" in report.read_text()
