@@ -96,3 +96,10 @@ def test_a_failing_chapter_leaves_its_traceback_in_a_report(book_with_a_failing_
     build_book(book_with_a_failing_chapter, tmp_path / "out")
     report = tmp_path / "out" / "_build" / "html" / "reports" / "chapters" / "broken.err.log"
     assert "this chapter is broken on purpose" in report.read_text()
+
+
+def test_no_chapter_prints_warnings_or_other_stderr_into_the_page(executed_notebooks):
+    for chapter, path in executed_notebooks.items():
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        stderr = ["".join(o["text"]) for c in cells for o in c["outputs"] if o.get("name") == "stderr"]
+        assert stderr == [], f"{chapter} writes to stderr: {stderr[:1]}"

@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import pytest
-import sync_notebooks  # tools/ is on sys.path (see conftest.py)
+import sync_notebooks
+import yaml  # tools/ is on sys.path (see conftest.py)
 from conftest import REPO
 
 CHAPTER_SOURCES = sync_notebooks.text_notebooks()
@@ -44,3 +45,11 @@ def test_sync_check_command_passes_on_the_repository():
         [sys.executable, str(REPO / "tools" / "sync_notebooks.py"), "--check"], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=lambda p: p.name)
+def test_colab_fetches_the_helpers_from_the_configured_repository(source, repo):
+    config = yaml.safe_load((repo / "_config.yml").read_text())["repository"]
+    owner_and_name = config["url"].removeprefix("https://github.com/")
+    expected = f"https://raw.githubusercontent.com/{owner_and_name}/{config['branch']}/chapters/addnorm_helpers.py"
+    assert expected in source.read_text()
