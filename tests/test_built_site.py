@@ -100,7 +100,7 @@ def test_no_page_loads_a_script_or_stylesheet_from_the_network(pages):
     for path, page in pages.items():
         sources = [s.get("src") for s in page.find_all("script")]
         sheets = [l.get("href") for l in page.find_all("link") if "stylesheet" in (l.get("rel") or [])]
-        sources += [s for s in sheets]
+        sources += sheets
         external += [f"{path.name}: {s}" for s in sources if s and re.match(r"^(https?:)?//", s)]
         inline = " ".join(s.get_text() for s in page.find_all("script") if not s.get("src"))
         external += [f"{path.name}: inline {u}" for u in re.findall(r"https?://[^\s\"']+\.js\b", inline)]
