@@ -2,6 +2,7 @@
 
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -21,6 +22,14 @@ def toc_chapters() -> list[str]:
     """Every chapter listed in _toc.yml, as a path without extension."""
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
     return [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+
+
+@pytest.fixture(scope="session")
+def repository() -> dict[str, str]:
+    """The GitHub repository _config.yml names: org, name, branch."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text())["repository"]
+    org, name = urlparse(config["url"]).path.strip("/").split("/")
+    return {"org": org, "name": name, "branch": config["branch"]}
 
 
 @pytest.fixture(scope="session")

@@ -38,8 +38,8 @@ def test_every_chapter_is_rendered_to_html(book, toc_chapters):
         assert (book.html / f"{chapter}.html").exists()
 
 
-def make_mini_book(source, **sphinx_config):
-    """A one-page book with this repository's configuration and extensions, plus ``sphinx_config``."""
+def make_mini_book(source, chapters=(), **sphinx_config):
+    """A small book with this repository's configuration and extensions, plus ``sphinx_config``."""
     (source / "chapters").mkdir(parents=True)
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     config["sphinx"]["config"].update(sphinx_config)
@@ -47,7 +47,8 @@ def make_mini_book(source, **sphinx_config):
     (source / "_ext").mkdir()
     (source / "_ext" / "offline_assets.py").write_text((REPO / "_ext" / "offline_assets.py").read_text())
     (source / "intro.md").write_text("# Intro\n")
-    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    entries = "".join(f"\n  - file: {chapter}" for chapter in chapters)
+    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n" + (f"chapters:{entries}\n" if chapters else ""))
     return source
 
 
@@ -58,11 +59,11 @@ def test_a_script_from_a_cdn_fails_the_build(tmp_path):
     assert "loads https://cdn.example.org/widget.js from the network" in result.log
 
 
-@pytest.fixture
-def book_with_a_failing_chapter(tmp_path):
-    """A one-chapter book with this repository's configuration whose chapter raises."""
-    source = make_mini_book(tmp_path / "src")
-    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapters/broken\n")
+@pytest.fixture(scope="module")
+def failing_book_build(tmp_path_factory):
+    """The build of a one-chapter book, with this repository's configuration, whose chapter raises."""
+    tmp_path = tmp_path_factory.mktemp("failing")
+    source = make_mini_book(tmp_path / "src", chapters=["chapters/broken"])
     (source / "chapters" / "broken.md").write_text(
         textwrap.dedent(
             """\
@@ -83,18 +84,16 @@ def book_with_a_failing_chapter(tmp_path):
             """
         )
     )
-    return source
+    return build_book(source, tmp_path / "out")
 
 
-def test_a_chapter_that_raises_fails_the_build(book_with_a_failing_chapter, tmp_path):
-    result = build_book(book_with_a_failing_chapter, tmp_path / "out")
-    assert result.returncode != 0
-    assert "broken.md: WARNING: Executing notebook failed" in result.log
+def test_a_chapter_that_raises_fails_the_build(failing_book_build):
+    assert failing_book_build.returncode != 0
+    assert "broken.md: WARNING: Executing notebook failed" in failing_book_build.log
 
 
-def test_a_failing_chapter_leaves_its_traceback_in_a_report(book_with_a_failing_chapter, tmp_path):
-    build_book(book_with_a_failing_chapter, tmp_path / "out")
-    report = tmp_path / "out" / "_build" / "html" / "reports" / "chapters" / "broken.err.log"
+def test_a_failing_chapter_leaves_its_traceback_in_a_report(failing_book_build):
+    report = failing_book_build.html / "reports" / "chapters" / "broken.err.log"
     assert "this chapter is broken on purpose" in report.read_text()
 
 

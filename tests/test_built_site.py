@@ -5,15 +5,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
-import yaml
 from bs4 import BeautifulSoup
-
-
-@pytest.fixture(scope="module")
-def repository(repo):
-    config = yaml.safe_load((repo / "_config.yml").read_text())["repository"]
-    org, name = urlparse(config["url"]).path.strip("/").split("/")
-    return {"org": org, "name": name, "branch": config["branch"]}
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,7 @@ import subprocess
 import sys
 
 import pytest
-import sync_notebooks
-import yaml  # tools/ is on sys.path (see conftest.py)
+import sync_notebooks  # tools/ is on sys.path (see conftest.py)
 from conftest import REPO
 
 CHAPTER_SOURCES = sync_notebooks.text_notebooks()
@@ -48,8 +47,7 @@ def test_sync_check_command_passes_on_the_repository():
 
 
 @pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=lambda p: p.name)
-def test_colab_fetches_the_helpers_from_the_configured_repository(source, repo):
-    config = yaml.safe_load((repo / "_config.yml").read_text())["repository"]
-    owner_and_name = config["url"].removeprefix("https://github.com/")
-    expected = f"https://raw.githubusercontent.com/{owner_and_name}/{config['branch']}/chapters/addnorm_helpers.py"
+def test_colab_fetches_the_helpers_from_the_configured_repository(source, repository):
+    org, name, branch = repository["org"], repository["name"], repository["branch"]
+    expected = f"https://raw.githubusercontent.com/{org}/{name}/{branch}/chapters/addnorm_helpers.py"
     assert expected in source.read_text()
