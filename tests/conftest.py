@@ -1,5 +1,6 @@
 """Shared fixtures: the repository, and one strict build of the book per test session."""
 
+import json
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -39,3 +40,15 @@ def book(tmp_path_factory) -> BookBuild:
     if result.returncode != 0:
         pytest.fail(f"the book build failed (exit {result.returncode}):\n{result.log[-6000:]}")
     return result
+
+
+@pytest.fixture(scope="session")
+def glued_numbers(book):
+    """chapter stem -> {glue name: plain-text value} of everything that chapter glues."""
+
+    def read(stem: str) -> dict[str, str]:
+        path = book.executed / "chapters" / f"{stem}.glue.json"
+        data = json.loads(path.read_text())
+        return {name: entry["data"]["text/plain"] for name, entry in data.items()}
+
+    return read

@@ -4,7 +4,6 @@ The reference values are computed here with the standard library only, so a
 bug shared by the chapter and PyTorch could not hide behind the comparison.
 """
 
-import json
 import math
 import re
 import statistics
@@ -26,11 +25,8 @@ def parse_vector(text):
 
 
 @pytest.fixture(scope="module")
-def glued(book):
-    """name -> plain-text value of everything chapter 2 glues."""
-    path = book.executed / "chapters" / "02_layer_normalization.glue.json"
-    data = json.loads(path.read_text())
-    return {name: entry["data"]["text/plain"] for name, entry in data.items()}
+def glued(glued_numbers):
+    return glued_numbers("02_layer_normalization")
 
 
 @pytest.fixture(scope="module")
