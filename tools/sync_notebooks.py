@@ -17,7 +17,7 @@ import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT_NOTEBOOKS = ("chapters/*.md",)
+TEXT_NOTEBOOKS = ("chapters/*.md", "solutions/*/*.md")
 
 
 def text_notebooks(root: Path = ROOT) -> list[Path]:

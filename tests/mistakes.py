@@ -1,0 +1,218 @@
+"""A catalogue of wrong implementations that learners really write.
+
+Each entry replaces one task cell of an exercise with a plausible mistake. The
+exercise's public self-check must reject it with a message that names the
+problem (``hint``: a fragment of that message).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mistake:
+    assignment: str
+    task: str  # the grade_id of the solution cell it replaces
+    what: str  # the mistake, in a few words (also the test id)
+    source: str  # the wrong cell
+    hint: str  # a fragment of the self-check's message
+
+
+MISTAKES = [
+    Mistake("ex1_residual", "ResidualBlock", "forgets-the-shortcut", '''
+class ResidualBlock(nn.Module):
+    def __init__(self, sublayer):
+        super().__init__()
+        self.sublayer = sublayer
+
+    def forward(self, x):
+        return self.sublayer(x)
+''', "add the input x back"),
+    Mistake("ex1_residual", "make_mlp", "shares-one-sublayer", '''
+def make_mlp(depth, dim, residual):
+    sublayer = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+    return nn.Sequential(*[ResidualBlock(sublayer) if residual else sublayer for _ in range(depth)])
+''', "sharing a sublayer"),
+    Mistake("ex1_residual", "input_grad_norm", "marks-x-itself-as-requiring-grad", '''
+def input_grad_norm(model, x):
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    return x.grad.norm().item()
+''', "work on a detached copy"),
+    Mistake("ex2_layernorm", "layer_norm", "unbiased-variance", '''
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight + bias
+''', "divide by D, not D - 1"),
+    Mistake("ex2_layernorm", "layer_norm", "eps-outside-the-root", '''
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    return (x - mean) / (x.std(-1, unbiased=False, keepdim=True) + eps) * weight + bias
+''', "eps inside the square root"),
+    Mistake("ex2_layernorm", "layer_norm", "wrong-axis", '''
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(0)
+    return (x - mean) / torch.sqrt(((x - mean) ** 2).mean(0) + eps) * weight + bias
+''', "wrong axis"),
+    Mistake("ex2_layernorm", "LayerNorm", "ignores-eps", '''
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = 1e-5
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias, self.eps)
+''', "store the eps"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-misses-the-statistics-terms", '''
+def layer_norm_forward(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    inv_std = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps)
+    x_hat = (x - mean) * inv_std
+    return x_hat * weight + bias, (x_hat, inv_std, weight)
+
+
+def layer_norm_backward(dout, cache):
+    x_hat, inv_std, weight = cache
+    d = x_hat.shape[-1]
+    return dout * weight * inv_std, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
+''', "misses the terms"),
+    Mistake("ex3_batchnorm", "batch_norm", "running-var-biased", '''
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    if training:
+        mean, var = x.mean(dims), x.var(dims, unbiased=False)
+        with torch.no_grad():
+            running_mean.mul_(1 - momentum).add_(momentum * mean)
+            running_var.mul_(1 - momentum).add_(momentum * var)
+    else:
+        mean, var = running_mean, running_var
+    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
+''', "uses the biased variance"),
+    Mistake("ex3_batchnorm", "batch_norm", "momentum-reversed", '''
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    if training:
+        mean, var = x.mean(dims), x.var(dims, unbiased=False)
+        with torch.no_grad():
+            running_mean.mul_(momentum).add_((1 - momentum) * mean)
+            running_var.mul_(momentum).add_((1 - momentum) * x.var(dims))
+    else:
+        mean, var = running_mean, running_var
+    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
+''', "running_mean is wrong"),
+    Mistake("ex3_batchnorm", "batch_norm", "eval-uses-batch-statistics", '''
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    mean, var = x.mean(dims), x.var(dims, unbiased=False)
+    if training:
+        with torch.no_grad():
+            running_mean.mul_(1 - momentum).add_(momentum * mean)
+            running_var.mul_(1 - momentum).add_(momentum * x.var(dims))
+    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
+''', "normalize with the running statistics"),
+    Mistake("ex3_batchnorm", "batch_norm", "normalizes-each-sample-like-layernorm", '''
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+''', "that is LayerNorm"),
+    Mistake("ex4_prepost", "PostNormBlock", "norm-before-the-add", '''
+class PostNormBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, x, attn_mask=None):
+        x = x + self.norm1(self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0])
+        return x + self.norm2(self.ffn(x))
+''', "post-norm adds first"),
+    Mistake("ex4_prepost", "PostNormBlock", "ignores-the-mask", '''
+class PostNormBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, x, attn_mask=None):
+        x = self.norm1(x + self.attn(x, x, x, need_weights=False)[0])
+        return self.norm2(x + self.ffn(x))
+''', "attn_mask has no effect"),
+    Mistake("ex4_prepost", "PreNormBlock", "normalizes-the-residual-stream", '''
+class PreNormBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, x, attn_mask=None):
+        x = self.norm1(x)
+        x = x + self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
+        x = self.norm2(x)
+        return x + self.ffn(x)
+''', "never normalizes the stream"),
+    Mistake("ex4_prepost", "make_stack", "no-final-norm", '''
+def make_stack(block_cls, depth, d_model, n_heads, d_ff):
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(block_cls(d_model, n_heads, d_ff) for _ in range(depth))
+            self.final_norm = nn.Identity()
+
+        def forward(self, x, attn_mask=None):
+            for block in self.blocks:
+                x = block(x, attn_mask=attn_mask)
+            return self.final_norm(x)
+
+    return Stack()
+''', "final_norm of a PreNormBlock stack"),
+    Mistake("ex4_prepost", "ffn_grad_norms", "reads-accumulated-grad", '''
+def ffn_grad_norms(stack, x, target):
+    F.mse_loss(stack(x), target).backward()
+    return [block.ffn[2].weight.grad.norm().item() for block in stack.blocks]
+''', "gradients stored on the parameters leaked"),
+    Mistake("ex5_rmsnorm", "rms_norm", "re-centres", '''
+def rms_norm(x, weight, eps=1e-6):
+    x = x - x.mean(-1, keepdim=True)
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+''', "RMSNorm does not re-centre"),
+    Mistake("ex5_rmsnorm", "rms_norm", "sum-instead-of-mean", '''
+def rms_norm(x, weight, eps=1e-6):
+    return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight
+''', "root of their MEAN"),
+    Mistake("ex5_rmsnorm", "rms_norm", "no-float32-upcast", '''
+def rms_norm(x, weight, eps=1e-6):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+''', "compute the statistics in float32"),
+    Mistake("ex5_rmsnorm", "rms_norm", "returns-float32-for-half-input", '''
+def rms_norm(x, weight, eps=1e-6):
+    if x.dtype in (torch.float16, torch.bfloat16):
+        x, weight = x.float(), weight.float()
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+''', "output, got torch.float32"),
+    Mistake("ex5_rmsnorm", "rms_norm", "computes-float64-in-float32", '''
+def rms_norm(x, weight, eps=1e-6):
+    y = x.float()
+    y = y / torch.sqrt(y.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return y if x.dtype == torch.float64 else y.to(x.dtype)
+''', "a float64 input should give a float64 output"),
+    Mistake("ex5_rmsnorm", "RMSNorm", "eps-not-passed-on", '''
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return rms_norm(x, self.weight)
+''', "is eps passed on"),
+]

@@ -1,0 +1,283 @@
+"""The graded exercises: one source per notebook, clean releases, working self-checks.
+
+A solution notebook (solutions/<name>/<name>.ipynb) is generated from the MyST
+file beside it, and nbgrader generates the release (exercises/<name>/) from the
+solution notebook. These tests run the notebooks the way a learner and an
+instructor do.
+"""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from release_exercises import assignments, stale_files
+
+# The graded names and signatures fixed by the exercise contract.
+CONTRACT = {
+    "ex1_residual": [
+        "class ResidualBlock(nn.Module):\n def __init__(self, sublayer): ...\n def forward(self, x): ...",
+        "def make_mlp(depth, dim, residual): ...",
+        "def input_grad_norm(model, x): ...",
+    ],
+    "ex2_layernorm": [
+        "def layer_norm(x, weight, bias, eps=1e-5): ...",
+        "class LayerNorm(nn.Module):\n def __init__(self, normalized_shape, eps=1e-5): ...\n def forward(self, x): ...",
+        "def layer_norm_forward(x, weight, bias, eps=1e-5): ...",
+        "def layer_norm_backward(dout, cache): ...",
+    ],
+    "ex3_batchnorm": [
+        "def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5): ...",
+        "class BatchNorm1d(nn.Module):\n def __init__(self, num_features, eps=1e-5, momentum=0.1): ...\n"
+        " def forward(self, x): ...",
+    ],
+    "ex4_prepost": [
+        "class PostNormBlock(nn.Module):\n def __init__(self, d_model, n_heads, d_ff): ...\n"
+        " def forward(self, x, attn_mask=None): ...",
+        "class PreNormBlock(nn.Module):\n def __init__(self, d_model, n_heads, d_ff): ...\n"
+        " def forward(self, x, attn_mask=None): ...",
+        "def make_stack(block_cls, depth, d_model, n_heads, d_ff): ...",
+        "def ffn_grad_norms(stack, x, target): ...",
+    ],
+    "ex5_rmsnorm": [
+        "def rms_norm(x, weight, eps=1e-6): ...",
+        "class RMSNorm(nn.Module):\n def __init__(self, dim, eps=1e-6): ...\n def forward(self, x): ...",
+    ],
+}
+ASSIGNMENTS = sorted(CONTRACT)
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
+
+
+def solution_path(repo, name):
+    return repo / "solutions" / name / f"{name}.ipynb"
+
+
+def release_path(repo, name):
+    return repo / "exercises" / name / f"{name}.ipynb"
+
+
+def nbgrader_meta(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+def execute(path, allow_errors=False):
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return notebook
+
+
+def errors_of(cell):
+    return [out for out in cell.get("outputs", []) if out.output_type == "error"]
+
+
+def stdout_of(cell):
+    return "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("name") == "stdout")
+
+
+@pytest.fixture(scope="session")
+def executed_solutions(repo):
+    return {name: execute(solution_path(repo, name)) for name in ASSIGNMENTS}
+
+
+@pytest.fixture(scope="session")
+def executed_releases(repo):
+    return {name: execute(release_path(repo, name), allow_errors=True) for name in ASSIGNMENTS}
+
+
+# --- one source of truth, regenerated releases -------------------------------------------------------------
+
+
+def test_the_course_has_exactly_the_five_contract_assignments(repo):
+    assert assignments(repo) == ASSIGNMENTS
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_each_assignment_folder_holds_its_source_and_one_generated_notebook(repo, name):
+    files = sorted(p.name for p in (repo / "solutions" / name).iterdir())
+    assert files == [f"{name}.ipynb", f"{name}.md"]
+
+
+def test_committed_solutions_and_releases_are_what_the_release_command_writes(repo):
+    assert stale_files(repo) == [], "run: python tools/release_exercises.py"
+
+
+def test_generated_nbgrader_files_are_git_ignored(repo):
+    ignored = (repo / ".gitignore").read_text().split()
+    for entry in ("gradebook.db", "submitted/", "autograded/", "feedback/"):
+        assert entry in ignored
+
+
+def test_nbgrader_reads_solutions_as_source_and_writes_exercises_as_release(repo):
+    config = (repo / "nbgrader_config.py").read_text()
+    assert 'c.CourseDirectory.source_directory = "solutions"' in config
+    assert 'c.CourseDirectory.release_directory = "exercises"' in config
+
+
+# --- the solutions ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_runs_top_to_bottom_without_error(executed_solutions, name):
+    failing = [cell.source.splitlines()[0] for cell in executed_solutions[name].cells if errors_of(cell)]
+    assert failing == []
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_self_check_passes_on_the_solution(executed_solutions, name):
+    checks = [c for c in executed_solutions[name].cells if c.cell_type == "code" and nbgrader_meta(c).get("grade")]
+    assert checks, "no self-check cell"
+    for cell in checks:
+        assert stdout_of(cell).strip() == "ok", nbgrader_meta(cell)["grade_id"]
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_nbgrader_validate_passes_on_the_solution(repo, name):
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(solution_path(repo, name))],
+                            capture_output=True, text=True, env=env, cwd=repo)
+    assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout + result.stderr
+
+
+# --- the releases ----------------------------------------------------------------------------------------
+
+
+def solution_regions(notebook):
+    """Lines inside BEGIN/END SOLUTION regions, and the lines outside them."""
+    inside, outside = set(), set()
+    for cell in notebook.cells:
+        in_region = False
+        for line in cell.source.splitlines():
+            if "BEGIN SOLUTION" in line:
+                in_region = True
+            elif "END SOLUTION" in line:
+                in_region = False
+            elif line.strip():
+                (inside if in_region else outside).add(line.strip())
+    return inside, outside
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_contains_no_line_of_any_solution(repo, name):
+    inside, outside = solution_regions(nbformat.read(solution_path(repo, name), as_version=4))
+    secret = inside - outside  # a line also shown outside a region (a signature, say) is no secret
+    release = nbformat.read(release_path(repo, name), as_version=4)
+    release_lines = {line.strip() for cell in release.cells for line in cell.source.splitlines()}
+    assert secret, "the solution has no solution region"
+    assert sorted(secret & release_lines) == []
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_carries_no_nbgrader_markers_or_outputs(repo, name):
+    release = nbformat.read(release_path(repo, name), as_version=4)
+    for cell in release.cells:
+        assert not any(marker in cell.source for marker in MARKERS), cell.source[:80]
+        assert not cell.get("outputs")
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_code_task_in_the_release_raises_not_implemented(repo, name):
+    release = nbformat.read(release_path(repo, name), as_version=4)
+    tasks = [c for c in release.cells if c.cell_type == "code" and nbgrader_meta(c).get("solution")]
+    assert tasks
+    for cell in tasks:
+        assert "raise NotImplementedError()" in cell.source, nbgrader_meta(cell)["grade_id"]
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_fails_only_where_a_task_is_unimplemented(executed_releases, name):
+    names = {err.ename for cell in executed_releases[name].cells for err in errors_of(cell)}
+    assert names == {"NotImplementedError"}
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_set_up_cell_runs_cleanly(executed_releases, name):
+    first_code = next(c for c in executed_releases[name].cells if c.cell_type == "code")
+    assert errors_of(first_code) == []
+
+
+def signatures(source):
+    """{qualified name: (argument names, default values)} of every def and class in ``source``."""
+    found = {}
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef):
+                args = child.args
+                defaults = [ast.literal_eval(d) for d in args.defaults]
+                found[prefix + child.name] = ([a.arg for a in args.args], defaults)
+            elif isinstance(child, ast.ClassDef):
+                found[prefix + child.name] = ([ast.unparse(b) for b in child.bases], [])
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source), "")
+    return found
+
+
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_notebook_keeps_every_contract_name_and_signature(repo, folder, name):
+    notebook = nbformat.read(repo / folder / name / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+    found = signatures(code)
+    for entry in CONTRACT[name]:
+        for qualified, signature in signatures(entry).items():
+            assert found.get(qualified) == signature, f"{qualified}: expected {signature}"
+
+
+# --- what the notebook announces -------------------------------------------------------------------------
+
+
+def announced_points(notebook):
+    """The points column of the task table in the notebook's introduction, and its total."""
+    intro = notebook.cells[0].source
+    rows = re.findall(r"^\|\s*(\d+)\s*\|.*\|\s*(\d+)\s*\|$", intro, flags=re.MULTILINE)
+    total = re.search(r"\*\*total\*\*\s*\|\s*\*\*(\d+)\*\*", intro)
+    return [int(points) for _, points in rows], int(total.group(1))
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_points_announced_in_the_notebook_equal_its_graded_cells(repo, name):
+    release = nbformat.read(release_path(repo, name), as_version=4)
+    per_task, total = announced_points(release)
+    graded = [nbgrader_meta(c)["points"] for c in release.cells if nbgrader_meta(c).get("grade")]
+    assert graded == per_task
+    assert sum(per_task) == total
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_introduction_links_to_the_chapter_that_exists(repo, name, repository):
+    intro = nbformat.read(release_path(repo, name), as_version=4).cells[0].source
+    prefix = f"https://github.com/{repository['org']}/{repository['name']}/blob/{repository['branch']}/"
+    links = re.findall(re.escape(prefix) + r"(chapters/[^)\s]+)", intro)
+    assert links, "no link to the chapter"
+    number = name[2]
+    assert all(link.startswith(f"chapters/0{number}_") for link in links)
+    assert all((repo / link).exists() for link in links), links
+
+
+@pytest.fixture
+def ex3_answer_cells(repo):
+    def answer(folder):
+        notebook = nbformat.read(repo / folder / "ex3_batchnorm" / "ex3_batchnorm.ipynb", as_version=4)
+        (cell,) = [c for c in notebook.cells if nbgrader_meta(c).get("grade_id") == "written_answer"]
+        return cell
+
+    return answer
+
+
+def test_written_answer_is_a_manually_graded_markdown_cell_worth_3_points(ex3_answer_cells):
+    meta = nbgrader_meta(ex3_answer_cells("exercises"))
+    assert ex3_answer_cells("exercises").cell_type == "markdown"
+    assert (meta["grade"], meta["solution"], meta["points"]) == (True, True, 3)
+
+
+def test_rubric_is_in_the_solution_only(ex3_answer_cells):
+    assert "Rubric for the grader" in ex3_answer_cells("solutions").source
+    assert ex3_answer_cells("exercises").source.strip() == "YOUR ANSWER HERE"
