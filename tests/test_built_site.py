@@ -69,6 +69,47 @@ def test_every_chapter_offers_its_notebook_for_download(chapter_pages, book):
             assert (page_dir / href).resolve().is_file(), f"{chapter}: {href} is not in the build"
 
 
+def exercise_of(chapter, repo):
+    """The release notebook that goes with a chapter (exercise N for chapter N), or None."""
+    number = int(Path(chapter).name.split("_")[0])
+    found = sorted(repo.glob(f"exercises/ex{number}_*/*.ipynb"))
+    return found[0].relative_to(repo).as_posix() if found else None
+
+
+@pytest.fixture(scope="module")
+def chapters_with_exercises(chapter_pages, repo):
+    pairs = {ch: exercise_of(ch, repo) for ch in chapter_pages}
+    return {ch: (page, pairs[ch]) for ch, page in chapter_pages.items() if pairs[ch]}
+
+
+def test_every_chapter_up_to_the_fifth_has_an_exercise(chapter_pages, chapters_with_exercises):
+    expected = [ch for ch in chapter_pages if int(Path(ch).name[:2]) <= 5]
+    assert sorted(chapters_with_exercises) == sorted(expected)
+
+
+def test_each_chapter_offers_its_exercise_release_for_download(chapters_with_exercises, book, repo):
+    for chapter, (page, release) in chapters_with_exercises.items():
+        page_dir = (book.html / chapter).parent
+        name = Path(release).name
+        downloads = [h for h in hrefs(page) if h.endswith("/" + name) and "://" not in h]
+        assert downloads, f"{chapter} does not link {name} for download"
+        for href in downloads:
+            assert (page_dir / href).read_bytes() == (repo / release).read_bytes(), f"{chapter}: {href}"
+
+
+@pytest.mark.parametrize("service", ["colab.research.google.com", "mybinder.org"])
+def test_each_chapter_launches_its_exercise_release(chapters_with_exercises, repository, service):
+    for chapter, (page, release) in chapters_with_exercises.items():
+        targets = [repo_path_of_launch_link(h, repository) for h in hrefs(page) if service in h]
+        assert release in targets, f"{chapter} has no {service} link to {release}"
+
+
+def test_course_map_downloads_every_exercise(book, pages, repo):
+    index = pages[book.html / "intro.html"]
+    downloaded = {Path(h).name for h in hrefs(index) if h.endswith(".ipynb") and "://" not in h}
+    assert downloaded == {p.name for p in repo.glob("exercises/*/*.ipynb")}
+
+
 def local_references(page):
     for tag, attr in (("a", "href"), ("img", "src"), ("script", "src"), ("link", "href")):
         for node in page.find_all(tag):

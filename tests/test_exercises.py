@@ -7,16 +7,15 @@ instructor do.
 """
 
 import ast
-import os
+import csv
 import re
-import subprocess
-import sys
+import shutil
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from release_exercises import assignments, stale_files
+from release_exercises import assignments, run_nbgrader, stale_files
 
 # The graded names and signatures fixed by the exercise contract.
 CONTRACT = {
@@ -110,7 +109,7 @@ def test_committed_solutions_and_releases_are_what_the_release_command_writes(re
 
 def test_generated_nbgrader_files_are_git_ignored(repo):
     ignored = (repo / ".gitignore").read_text().split()
-    for entry in ("gradebook.db", "submitted/", "autograded/", "feedback/"):
+    for entry in ("gradebook.db", "submitted/", "autograded/", "feedback/", "grades.csv"):
         assert entry in ignored
 
 
@@ -139,10 +138,24 @@ def test_every_self_check_passes_on_the_solution(executed_solutions, name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_nbgrader_validate_passes_on_the_solution(repo, name):
-    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(solution_path(repo, name))],
-                            capture_output=True, text=True, env=env, cwd=repo)
+    result = run_nbgrader(["validate", str(solution_path(repo, name))], repo)
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout + result.stderr
+
+
+def test_nbgrader_autograde_gives_the_solution_its_automatic_points_and_the_blank_release_none(repo, tmp_path):
+    shutil.copy(repo / "nbgrader_config.py", tmp_path)
+    shutil.copytree(repo / "solutions" / "ex3_batchnorm", tmp_path / "solutions" / "ex3_batchnorm")
+    for student, folder in (("complete", "solutions"), ("blank", "exercises")):
+        submitted = tmp_path / "submitted" / student / "ex3_batchnorm"
+        submitted.mkdir(parents=True)
+        shutil.copy(repo / folder / "ex3_batchnorm" / "ex3_batchnorm.ipynb", submitted)
+    for args in (["generate_assignment", "ex3_batchnorm"], ["autograde", "ex3_batchnorm", "--create"], ["export"]):
+        result = run_nbgrader(args, tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    scores = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in rows}
+    # 7 automatic points; the written answer's 3 wait for a human grader
+    assert scores == {"complete": (7.0, 10.0), "blank": (0.0, 10.0)}
 
 
 # --- the releases ----------------------------------------------------------------------------------------

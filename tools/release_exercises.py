@@ -37,17 +37,20 @@ def write_solution_notebooks(root: Path) -> None:
         twin_of(source).write_text(render_twin(source), encoding="utf-8")
 
 
-def generate_release(root: Path, name: str) -> None:
-    """Run ``nbgrader generate_assignment`` for one assignment in the course at ``root``."""
+def run_nbgrader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run an nbgrader command in the course folder ``cwd``, capturing its output."""
     env = dict(os.environ)
     # nbgrader starts its database migrations with the `alembic` command, which
     # lives next to the Python that runs this script.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    result = subprocess.run(
-        [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
-         "--db", f"sqlite:///{root / 'gradebook.db'}"],
-        cwd=root, env=env, capture_output=True, text=True,
-    )
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+
+
+def generate_release(root: Path, name: str) -> None:
+    """Run ``nbgrader generate_assignment`` for one assignment in the course at ``root``."""
+    result = run_nbgrader(["generate_assignment", name, "--force",
+                           "--db", f"sqlite:///{root / 'gradebook.db'}"], root)
     if result.returncode != 0:
         raise RuntimeError(
             f"nbgrader generate_assignment {name} failed (exit {result.returncode}):\n"
