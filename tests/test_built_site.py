@@ -176,3 +176,13 @@ def test_diagrams_are_svg_files_that_need_no_network(book, pages):
         text = svg.read_text()
         assert not re.search(r"(href|src)=[\"'](https?:)?//", text.replace('xmlns="http', "")), svg.name
         assert "<title" in text, f"{svg.name} has no <title> for screen readers"
+
+
+def test_no_solution_reaches_the_built_site(book, repo):
+    """A learner browsing or downloading from the site finds releases, never solutions."""
+    solution_markers = ("### BEGIN SOLUTION", "Rubric for the grader")
+    for path in book.html.rglob("*"):
+        assert "solutions" not in path.relative_to(book.html).parts, path
+        if path.suffix in {".html", ".ipynb", ".md", ".txt", ".js"}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert not any(marker in text for marker in solution_markers), path

@@ -1,4 +1,7 @@
-"""Each chapter's .ipynb twin is generated from its .md source and carries no outputs."""
+"""Every text notebook's .ipynb twin is generated from it and carries no outputs.
+
+The text notebooks are the chapters and the exercise solutions.
+"""
 
 import json
 import subprocess
@@ -8,21 +11,22 @@ import pytest
 import sync_notebooks  # tools/ is on sys.path (see conftest.py)
 from conftest import REPO
 
-CHAPTER_SOURCES = sync_notebooks.text_notebooks()
+TEXT_SOURCES = sync_notebooks.text_notebooks()
+CHAPTER_SOURCES = [p for p in TEXT_SOURCES if p.parent.name == "chapters"]
 
 
 def test_there_are_chapter_sources():
     assert len(CHAPTER_SOURCES) >= 2
 
 
-@pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=lambda p: p.name)
+@pytest.mark.parametrize("source", TEXT_SOURCES, ids=lambda p: p.name)
 def test_committed_twin_is_exactly_what_the_sync_command_writes(source):
     twin = sync_notebooks.twin_of(source)
     assert twin.exists(), f"missing {twin.name}: run python tools/sync_notebooks.py"
     assert twin.read_text(encoding="utf-8") == sync_notebooks.render_twin(source)
 
 
-@pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=lambda p: p.name)
+@pytest.mark.parametrize("source", TEXT_SOURCES, ids=lambda p: p.name)
 def test_twin_has_no_outputs(source):
     notebook = json.loads(sync_notebooks.twin_of(source).read_text())
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
