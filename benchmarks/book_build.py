@@ -7,15 +7,13 @@ rebuild under 30 s, every chapter executing in under 60 s. Prints a table,
 writes benchmarks/results/book_build.json, exits 1 if a target is missed.
 """
 
-import json
-import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from book_build import ROOT, build_book  # noqa: E402
+from report import report  # noqa: E402
 
 TARGETS = {"clean build": 240.0, "no-change rebuild": 30.0, "chapter execution": 60.0}
 
@@ -32,15 +30,7 @@ def main() -> int:
             ("no-change rebuild", rebuild.seconds, TARGETS["no-change rebuild"])]
     rows += [(f"execute {name}", s, TARGETS["chapter execution"])
              for name, s in sorted(clean.execution_seconds().items())]
-    print(f"{'measurement':45} {'seconds':>8} {'target':>7}  ")
-    for name, seconds, target in rows:
-        print(f"{name:45} {seconds:8.1f} {target:7.0f}  {'ok' if seconds < target else 'MISSED'}")
-    results = Path(__file__).parent / "results"
-    results.mkdir(exist_ok=True)
-    (results / "book_build.json").write_text(json.dumps(
-        {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-         "seconds": {name: round(s, 2) for name, s, _ in rows}}, indent=2) + "\n")
-    return 0 if all(seconds < target for _, seconds, target in rows) else 1
+    return report("book_build", rows)
 
 
 if __name__ == "__main__":

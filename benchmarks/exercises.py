@@ -7,9 +7,6 @@ Target on the 2-core course machine: each solution notebook executes in under
 benchmarks/results/exercises.json, exits 1 if a target is missed.
 """
 
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -20,6 +17,7 @@ from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from release_exercises import ROOT, assignments, regenerated_copy  # noqa: E402
+from report import report  # noqa: E402
 
 SOLUTION_TARGET = 30.0
 
@@ -39,16 +37,7 @@ def main() -> int:
         start = time.perf_counter()
         regenerated_copy(ROOT, Path(tmp))
         rows.append(("regenerate all releases", time.perf_counter() - start, None))
-    print(f"{'measurement':40} {'seconds':>8} {'target':>7}")
-    for name, seconds, target in rows:
-        verdict = "" if target is None else ("ok" if seconds < target else "MISSED")
-        print(f"{name:40} {seconds:8.1f} {target or '':>7}  {verdict}")
-    results = Path(__file__).parent / "results"
-    results.mkdir(exist_ok=True)
-    (results / "exercises.json").write_text(json.dumps(
-        {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-         "seconds": {name: round(s, 2) for name, s, _ in rows}}, indent=2) + "\n")
-    return 0 if all(target is None or seconds < target for _, seconds, target in rows) else 1
+    return report("exercises", rows)
 
 
 if __name__ == "__main__":

@@ -52,3 +52,15 @@ def glued_numbers(book):
         return {name: entry["data"]["text/plain"] for name, entry in data.items()}
 
     return read
+
+
+@pytest.fixture(scope="module")
+def glued(glued_numbers, request):
+    """What the chapter named by the test module's STEM glues: {name: plain-text value}."""
+    return glued_numbers(request.module.STEM)
+
+
+@pytest.fixture(scope="module")
+def prose(request) -> str:
+    """The MyST source of the chapter named by the test module's STEM."""
+    return (REPO / "chapters" / f"{request.module.STEM}.md").read_text()

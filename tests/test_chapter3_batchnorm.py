@@ -49,16 +49,6 @@ def running_stats_by_hand(batches, momentum=MOMENTUM, unbiased=True):
 
 
 @pytest.fixture(scope="module")
-def glued(glued_numbers):
-    return glued_numbers(STEM)
-
-
-@pytest.fixture(scope="module")
-def prose(repo):
-    return (repo / "chapters" / f"{STEM}.md").read_text()
-
-
-@pytest.fixture(scope="module")
 def chapter_batchnorm(repo):
     """The chapter's own BatchNorm class, taken from its code cell."""
     notebook = jupytext.read(repo / "chapters" / f"{STEM}.md")

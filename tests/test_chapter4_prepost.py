@@ -29,11 +29,6 @@ def glued(glued_numbers):
             for name, value in glued_numbers(STEM).items()}
 
 
-@pytest.fixture(scope="module")
-def prose():
-    return CHAPTER.read_text()
-
-
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
     """Tiny models: one thread is faster, and much faster on a busy machine."""

@@ -48,16 +48,6 @@ def parse_vector(text):
     return [float(v) for v in text.strip("'\"[] ").split(",")]
 
 
-@pytest.fixture(scope="module")
-def glued(glued_numbers):
-    return glued_numbers(STEM)
-
-
-@pytest.fixture(scope="module")
-def prose(repo):
-    return (repo / "chapters" / f"{STEM}.md").read_text()
-
-
 # --- the invariance table -------------------------------------------------------------------------
 
 

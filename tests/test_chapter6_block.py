@@ -43,16 +43,6 @@ def closed_form_block_params(d, d_ff):
 
 
 @pytest.fixture(scope="module")
-def glued(glued_numbers):
-    return glued_numbers(STEM)
-
-
-@pytest.fixture(scope="module")
-def chapter6_prose(repo):
-    return (repo / "chapters" / f"{STEM}.md").read_text()
-
-
-@pytest.fixture(scope="module")
 def ffn_by_hand():
     hidden = row_times_matrix(SEED_X, SEED_W1, SEED_B1)
     activated = [max(0.0, h) for h in hidden]
@@ -250,6 +240,6 @@ def test_deepnorm_stack_starts_closer_to_the_identity_than_post_norm(glued):
         "deepnorm_cos_in_out_d48",
     ],
 )
-def test_glued_number_is_shown_in_the_prose(chapter6_prose, name):
-    assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", chapter6_prose)
+def test_glued_number_is_shown_in_the_prose(prose, name):
+    assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
 

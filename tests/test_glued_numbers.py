@@ -10,6 +10,7 @@ import statistics
 
 import pytest
 
+STEM = "02_layer_normalization"
 EPS = 1e-5  # nn.LayerNorm's default
 
 
@@ -22,16 +23,6 @@ def layer_norm_by_hand(values, eps=EPS):
 
 def parse_vector(text):
     return [float(v) for v in text.strip("'\"[] ").split(",")]
-
-
-@pytest.fixture(scope="module")
-def glued(glued_numbers):
-    return glued_numbers("02_layer_normalization")
-
-
-@pytest.fixture(scope="module")
-def chapter2_prose(repo):
-    return (repo / "chapters" / "02_layer_normalization.md").read_text()
 
 
 WORKED_EXAMPLES = {
@@ -83,5 +74,5 @@ def test_scratch_layer_norm_matches_torch_to_float32_precision(glued):
     ["ln5_mu", "ln5_var", "ln5_sigma", "ln5_xhat", "ln4_mu", "ln4_var", "ln4_xhat",
      "addnorm_sum", "addnorm_mu", "addnorm_var", "addnorm_xhat", "scratch_max_abs_diff"],
 )
-def test_glued_number_is_shown_in_the_prose(chapter2_prose, name):
-    assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", chapter2_prose)
+def test_glued_number_is_shown_in_the_prose(prose, name):
+    assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
