@@ -99,12 +99,21 @@ def test_the_course_has_exactly_the_five_contract_assignments(repo):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_each_assignment_folder_holds_its_source_and_one_generated_notebook(repo, name):
-    files = sorted(p.name for p in (repo / "solutions" / name).iterdir())
+    files = sorted(p.name for p in (repo / "solutions" / name).iterdir() if p.name != ".ipynb_checkpoints")
     assert files == [f"{name}.ipynb", f"{name}.md"]
 
 
 def test_committed_solutions_and_releases_are_what_the_release_command_writes(repo):
     assert stale_files(repo) == [], "run: python tools/release_exercises.py"
+
+
+def test_release_check_reports_a_hand_edited_release(repo, tmp_path):
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(repo / folder, tmp_path / folder)
+    shutil.copy(repo / "nbgrader_config.py", tmp_path)
+    release = tmp_path / "exercises" / "ex1_residual" / "ex1_residual.ipynb"
+    release.write_text(release.read_text().replace("raise NotImplementedError()", "pass"))
+    assert stale_files(tmp_path) == ["exercises/ex1_residual/ex1_residual.ipynb"]
 
 
 def test_generated_nbgrader_files_are_git_ignored(repo):

@@ -77,7 +77,7 @@ def differences(left: Path, right: Path) -> list[str]:
         for name, sub in cmp.subdirs.items():
             walk(sub, f"{prefix}{name}/")
 
-    walk(filecmp.dircmp(left, right, ignore=[]), "")
+    walk(filecmp.dircmp(left, right, ignore=[".ipynb_checkpoints", "__pycache__"]), "")
     return sorted(found)
 
 
