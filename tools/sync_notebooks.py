@@ -1,8 +1,9 @@
 """Write the .ipynb twin of every text notebook, or check that they are current.
 
 The MyST Markdown file is the one source of truth; the .ipynb beside it exists
-for Colab and Binder, which open notebooks, not Markdown. Twins carry no
-outputs: the book build executes the chapters.
+for Colab and Binder (chapters) and for nbgrader (exercise solutions), which
+open notebooks, not Markdown. Twins carry no outputs: the book build executes
+the chapters. tools/release_exercises.py calls this module for the solutions.
 
     python tools/sync_notebooks.py          # write the twins
     python tools/sync_notebooks.py --check  # exit 1 if any twin is stale
