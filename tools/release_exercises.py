@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sync_notebooks import render_twin, twin_of
+from sync_notebooks import write_twin
 
 ROOT = Path(__file__).resolve().parent.parent
 # What nbgrader needs to generate the releases, relative to the course root.
@@ -29,12 +29,6 @@ COURSE_FILES = ("nbgrader_config.py", "solutions")
 def assignments(root: Path = ROOT) -> list[str]:
     """Names of the assignments: one folder with a MyST source each."""
     return sorted(p.parent.name for p in (root / "solutions").glob("*/*.md"))
-
-
-def write_solution_notebooks(root: Path) -> None:
-    for name in assignments(root):
-        source = root / "solutions" / name / f"{name}.md"
-        twin_of(source).write_text(render_twin(source), encoding="utf-8")
 
 
 def run_nbgrader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -60,8 +54,8 @@ def generate_release(root: Path, name: str) -> None:
 
 def regenerate(root: Path) -> None:
     """Write every solution notebook and every release of the course at ``root``."""
-    write_solution_notebooks(root)
     for name in assignments(root):
+        write_twin(root / "solutions" / name / f"{name}.md")
         generate_release(root, name)
 
 

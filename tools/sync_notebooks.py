@@ -43,6 +43,13 @@ def render_twin(source: Path) -> str:
     return nbformat.writes(notebook) + "\n"
 
 
+def write_twin(source: Path) -> Path:
+    """Write the .ipynb twin of ``source`` and return its path."""
+    twin = twin_of(source)
+    twin.write_text(render_twin(source), encoding="utf-8")
+    return twin
+
+
 def stale_twins(root: Path = ROOT) -> list[Path]:
     stale = []
     for source in text_notebooks(root):
@@ -62,8 +69,7 @@ def main(argv=None) -> int:
             print(f"stale: {twin.relative_to(ROOT)} (run: python tools/sync_notebooks.py)")
         return 1 if stale else 0
     for source in text_notebooks():
-        twin_of(source).write_text(render_twin(source), encoding="utf-8")
-        print(f"wrote {twin_of(source).relative_to(ROOT)}")
+        print(f"wrote {write_twin(source).relative_to(ROOT)}")
     return 0
 
 
