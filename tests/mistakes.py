@@ -17,6 +17,35 @@ class Mistake:
     hint: str  # a fragment of the self-check's message
 
 
+# The contract's submodules, which every block mistake below keeps.
+BLOCK_INIT = """    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+"""
+
+
+def block_cell(cls: str, forward: str) -> str:
+    """A whole block class: the contract's __init__ and a (wrong) forward."""
+    return f"\nclass {cls}(nn.Module):\n{BLOCK_INIT}{forward}"
+
+
+
+def batch_norm_cell(update: str) -> str:
+    """A whole batch_norm with PyTorch's normalization and a (wrong) running-statistics update."""
+    return f"""
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    if training:
+        mean, var = x.mean(dims), x.var(dims, unbiased=False)
+        with torch.no_grad():{update}    else:
+        mean, var = running_mean, running_var
+    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
+"""
+
 MISTAKES = [
     Mistake("ex1_residual", "ResidualBlock", "forgets-the-shortcut", '''
 class ResidualBlock(nn.Module):
@@ -77,32 +106,14 @@ def layer_norm_backward(dout, cache):
     d = x_hat.shape[-1]
     return dout * weight * inv_std, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
 ''', "misses the terms"),
-    Mistake("ex3_batchnorm", "batch_norm", "running-var-biased", '''
-def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
-    dims = [0] + list(range(2, x.dim()))
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    if training:
-        mean, var = x.mean(dims), x.var(dims, unbiased=False)
-        with torch.no_grad():
+    Mistake("ex3_batchnorm", "batch_norm", "running-var-biased", batch_norm_cell('''
             running_mean.mul_(1 - momentum).add_(momentum * mean)
             running_var.mul_(1 - momentum).add_(momentum * var)
-    else:
-        mean, var = running_mean, running_var
-    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
-''', "uses the biased variance"),
-    Mistake("ex3_batchnorm", "batch_norm", "momentum-reversed", '''
-def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
-    dims = [0] + list(range(2, x.dim()))
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    if training:
-        mean, var = x.mean(dims), x.var(dims, unbiased=False)
-        with torch.no_grad():
+'''), "uses the biased variance"),
+    Mistake("ex3_batchnorm", "batch_norm", "momentum-reversed", batch_norm_cell('''
             running_mean.mul_(momentum).add_((1 - momentum) * mean)
             running_var.mul_(momentum).add_((1 - momentum) * x.var(dims))
-    else:
-        mean, var = running_mean, running_var
-    return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
-''', "running_mean is wrong"),
+'''), "running_mean is wrong"),
     Mistake("ex3_batchnorm", "batch_norm", "eval-uses-batch-statistics", '''
 def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
     dims = [0] + list(range(2, x.dim()))
@@ -119,47 +130,23 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.
     mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 ''', "that is LayerNorm"),
-    Mistake("ex4_prepost", "PostNormBlock", "norm-before-the-add", '''
-class PostNormBlock(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff):
-        super().__init__()
-        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-
+    Mistake("ex4_prepost", "PostNormBlock", "norm-before-the-add", block_cell("PostNormBlock", '''
     def forward(self, x, attn_mask=None):
         x = x + self.norm1(self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0])
         return x + self.norm2(self.ffn(x))
-''', "post-norm adds first"),
-    Mistake("ex4_prepost", "PostNormBlock", "ignores-the-mask", '''
-class PostNormBlock(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff):
-        super().__init__()
-        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-
+'''), "post-norm adds first"),
+    Mistake("ex4_prepost", "PostNormBlock", "ignores-the-mask", block_cell("PostNormBlock", '''
     def forward(self, x, attn_mask=None):
         x = self.norm1(x + self.attn(x, x, x, need_weights=False)[0])
         return self.norm2(x + self.ffn(x))
-''', "attn_mask has no effect"),
-    Mistake("ex4_prepost", "PreNormBlock", "normalizes-the-residual-stream", '''
-class PreNormBlock(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff):
-        super().__init__()
-        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-
+'''), "attn_mask has no effect"),
+    Mistake("ex4_prepost", "PreNormBlock", "normalizes-the-residual-stream", block_cell("PreNormBlock", '''
     def forward(self, x, attn_mask=None):
         x = self.norm1(x)
         x = x + self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
         x = self.norm2(x)
         return x + self.ffn(x)
-''', "never normalizes the stream"),
+'''), "never normalizes the stream"),
     Mistake("ex4_prepost", "make_stack", "no-final-norm", '''
 def make_stack(block_cls, depth, d_model, n_heads, d_ff):
     class Stack(nn.Module):
