@@ -24,9 +24,9 @@ def run_until_self_check(cells, task, replacement=None):
         if grade_id == task and replacement is not None:
             source = replacement
         exec(compile(source, f"<{grade_id}>", "exec"), namespace)
-        if grade_id == f"check_{task}":
+        if grade_id == f"selfcheck_{task}":
             return
-    raise LookupError(f"no self-check cell check_{task}")
+    raise LookupError(f"no self-check cell selfcheck_{task}")
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: f"{m.assignment}-{m.what}")

@@ -1,0 +1,157 @@
+"""What a hidden suite imports: points, the submission it tests, and comparisons.
+
+A suite module tests one contract part (``PART``) and lists what that part forbids
+(``FORBIDDEN``: tags recorded by the worker's monitor: ``layer_norm``, ``batch_norm``,
+``instance_norm``, ``rms_norm``, ``autograd``). Each ``test_*`` function takes the
+fixture ``sub`` (a ``Submission``) and any ``pytest.mark.parametrize`` arguments, is
+worth ``@points(n)`` when every case passes, and has a docstring: the hint a learner
+sees when it fails. Failure messages must never contain the hidden inputs.
+
+The suite runs in the trusted process. It never gets the submission's objects, only
+fresh tensors and plain values decoded from the worker's answers, and handles to
+objects that stay in the worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from hypothesis import HealthCheck, Phase, settings
+
+from autograder.wire import Handle, TensorInfo, tensor_info
+
+__all__ = ["points", "Submission", "StudentError", "WorkerLost", "Handle", "TensorInfo", "tensor_info",
+           "assert_close", "SETTINGS", "fail"]
+
+# Hypothesis for hidden suites: reproducible, no example database, no shrinking (a wrong
+# submission fails on its first counterexample; shrinking would cost hundreds of calls).
+SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                    phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck), print_blob=False)
+
+
+def points(value: float):
+    """Decorator: what the test is worth when all its cases pass."""
+
+    def mark(func):
+        func.points = value
+        return func
+
+    return mark
+
+
+class StudentError(Exception):
+    """The submission's code raised while the suite called it."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind, self.message = kind, message
+
+
+class WorkerLost(Exception):
+    """The worker died or went silent during a request (timeout, memory, exit)."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def fail(message: str):
+    """Fail the current test with a learner-facing message."""
+    raise AssertionError(message)
+
+
+@dataclass
+class Result:
+    value: object
+    grads: list = field(default_factory=list)
+    args_after: list = field(default_factory=list)
+
+
+class Submission:
+    """The submission under test, seen from the trusted process.
+
+    ``transport(request) -> answer`` carries one request to the executor and returns its
+    decoded answer: in-process for the nbgrader kernel, over a socket for the sandbox.
+    """
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.used: set[str] = set()
+        self.tampered = False
+
+    def request(self, op: str, **fields) -> dict:
+        answer = self.transport({"op": op, **fields})
+        monitor = answer.get("monitor") or {}
+        self.used.update(tag for tag in monitor.get("used", ()) if type(tag) is str)
+        self.tampered = self.tampered or monitor.get("tampered") is True
+        if "error" in answer:
+            error = answer["error"] if type(answer["error"]) is dict else {}
+            raise StudentError(str(error.get("type", "Error")), str(error.get("message", "")))
+        return answer
+
+    def has(self, name: str) -> bool:
+        return self.request("has", target=name)["value"] is True
+
+    def run(self, target, *args, method: str | None = None, seed: int | None = None, no_grad: bool = False,
+            grad_wrt=(), dout=None, return_args: bool = False, **kwargs) -> Result:
+        """Call ``target`` (a notebook global's name or a Handle) in the worker.
+
+        ``grad_wrt``: indices of tensor arguments to differentiate with respect to (the
+        worker makes them leaves that require grad and back-propagates ``dout``, ones by
+        default). ``return_args``: also return the arguments as they are after the call.
+        ``seed``: torch.manual_seed before the call (for code that initializes weights).
+        """
+        answer = self.request("call", target=target, method=method, args=list(args), kwargs=kwargs, seed=seed,
+                              no_grad=no_grad, grad_wrt=list(grad_wrt), dout=dout, return_args=return_args)
+        return Result(answer.get("value"), list(answer.get("grads") or []), list(answer.get("args_after") or []))
+
+    def call(self, target, *args, **kwargs):
+        """The value of ``target(*args, **kwargs)`` in the worker."""
+        return self.run(target, *args, **kwargs).value
+
+    def method(self, obj: Handle, name: str, *args, **kwargs):
+        return self.run(obj, *args, method=name, **kwargs).value
+
+    def new(self, constructor: str, *args, **kwargs) -> Handle:
+        """A torch module built in the worker, e.g. ``sub.new("nn.Linear", 4, 4)``."""
+        return self.run(f"torch:{constructor}", *args, **kwargs).value
+
+    def getattr(self, obj, path: str):
+        return self.request("getattr", target=obj, path=path)["value"]
+
+    def describe(self, obj) -> dict:
+        """Class, training flag, parameters (shape, is nn.Parameter), buffers, submodules, attributes."""
+        return self.request("describe", target=obj)["value"]
+
+    def state_dict(self, obj) -> dict:
+        return self.request("state_dict", target=obj)["value"]
+
+    def load_state_dict(self, obj, state: dict, strict: bool = True) -> None:
+        self.request("load_state_dict", target=obj, state=state, strict=strict)
+
+    def set_grads(self, obj, fill: float) -> None:
+        self.request("set_grads", target=obj, fill=float(fill))
+
+    def train(self, obj, mode: bool = True) -> None:
+        self.request("train", target=obj, mode=bool(mode))
+
+
+def assert_close(actual, expected: torch.Tensor, what: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Fail with a learner-facing message unless ``actual`` is a tensor close to ``expected``.
+
+    The message names ``what`` and the size of the error, never the inputs.
+    """
+    if not isinstance(actual, torch.Tensor):
+        fail(f"{what} should return a tensor, got {type(actual).__name__}")
+    if tuple(actual.shape) != tuple(expected.shape):
+        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    if actual.dtype != expected.dtype:
+        fail(f"{what} has dtype {actual.dtype}, expected {expected.dtype}")
+    a, e = actual.double(), expected.double()
+    if torch.isnan(a).any() and not torch.isnan(e).any():
+        fail(f"{what} contains NaN")
+    if not torch.allclose(a, e, atol=atol, rtol=rtol, equal_nan=True):
+        error = (a - e).abs().nan_to_num(float("inf")).max().item()
+        fail(f"{what} is off by up to {error:.3g}")

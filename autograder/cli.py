@@ -1,0 +1,239 @@
+"""``python -m autograder``: grade a class, or package the grader for Gradescope.
+
+    python -m autograder grade ASSIGNMENT PATH... [--results DIR] [--jobs N] [--gradebook URL]
+    python -m autograder gradescope ASSIGNMENT -o FILE.zip
+
+Exit status 0 when every submission got a result, whatever the scores; 2 when the
+grader itself cannot run (bad arguments, unknown assignment, no sandbox).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from autograder import load, report, run
+from autograder.sandbox import Limits, Sandbox
+
+
+class Usage(Exception):
+    """A problem with the command line: printed without a traceback, exit status 2."""
+
+
+def parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    grade = commands.add_parser("grade", help="grade submissions with the hidden suite")
+    grade.add_argument("assignment")
+    grade.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                       help="a .ipynb file, a folder of them, or an nbgrader course folder (submitted/...)")
+    grade.add_argument("--results", type=Path, help="where results go (default: results/ASSIGNMENT/)")
+    grade.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
+    grade.add_argument("--gradebook", help="record scores in nbgrader's gradebook, e.g. sqlite:///gradebook.db")
+    grade.add_argument("--force", action="store_true", help="regrade submissions that already have a current result")
+    grade.add_argument("--isolation", choices=["auto", "namespaces", "process"], default="auto",
+                       help="namespaces needs bubblewrap; auto uses it when it works (default)")
+    grade.add_argument("--timeout", type=float, default=120.0, help="wall-time limit per submission, seconds")
+    grade.add_argument("--memory-mb", type=int, default=2048, help="memory limit per submission, MiB")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
+    package.add_argument("assignment")
+    package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
+    inside = commands.add_parser("gradescope-run", help="what run_autograder calls inside Gradescope's container")
+    inside.add_argument("assignment")
+    inside.add_argument("--root", type=Path, default=Path("/autograder"))
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    try:
+        if args.assignment not in run.assignments():
+            raise Usage(f"unknown assignment {args.assignment!r}; known: {', '.join(run.assignments())}")
+        if args.command == "gradescope":
+            from autograder import gradescope
+
+            path = gradescope.build(args.assignment, args.output)
+            print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): upload it as the autograder of "
+                  f"{args.assignment} on Gradescope")
+            return 0
+        if args.command == "gradescope-run":
+            from autograder import gradescope
+
+            return gradescope.run_in_container(args.assignment, args.root)
+        return grade(args)
+    except Usage as problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+
+
+def grade(args) -> int:
+    missing = [str(p) for p in args.paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        raise Usage(f"no such file or folder: {', '.join(missing)}")
+    if args.jobs < 1:
+        raise Usage("--jobs must be at least 1")
+    gradebook = None
+    if args.gradebook:
+        from autograder import gradebook as gradebook_module
+
+        gradebook = gradebook_module.open_checked(args.gradebook, args.assignment, Usage)
+    results = args.results or Path("results") / args.assignment
+    results.mkdir(parents=True, exist_ok=True)
+    limits = Limits(submission_seconds=args.timeout, memory_bytes=args.memory_mb * 2**20)
+    start = time.monotonic()
+
+    entries = [load.read(args.assignment, entry) for entry in load.find(args.assignment, args.paths)]
+    todo = [e for e in entries if args.force or not report.is_current(results, e.student_id, e.digest, args.assignment)]
+    skipped = len(entries) - len(todo)
+    progress = Progress(len(todo), quiet=args.quiet)
+    isolation = args.isolation
+    for entry in [e for e in todo if not e.readable]:
+        parts = run.zero(args.assignment, "invalid", "not graded: the notebook could not be read")
+        report.save(results, report.result(args.assignment, entry.student_id, entry.digest, "invalid", parts,
+                                           entry.problems, 0.0, "none"))
+        progress.advance()
+    gradable = [e for e in todo if e.readable]
+    if gradable:
+        isolation = grade_in_workers(args.assignment, gradable, results, limits, args.jobs, isolation, progress)
+    progress.close()
+    rows = report.grades_csv(results)
+    if gradebook is not None:
+        from autograder import gradebook as gradebook_module
+
+        recorded = gradebook_module.record(gradebook, args.assignment, results, [e.student_id for e in entries])
+        print(f"recorded {recorded} submissions in the gradebook {args.gradebook}")
+    summarize(args.assignment, entries, skipped, rows, results, time.monotonic() - start, args.jobs, isolation)
+    return 0
+
+
+def grade_in_workers(assignment, entries, results, limits, jobs, isolation, progress) -> str:
+    """Grade ``entries`` in ``jobs`` processes, each with its own sandbox; returns the isolation used."""
+    context = multiprocessing.get_context("fork")
+    inbox, outbox = context.Queue(), context.Queue()
+    for entry in entries:
+        inbox.put(entry)
+    jobs = min(jobs, len(entries))
+    for _ in range(jobs):
+        inbox.put(None)
+    processes = [context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
+                                                               isolation), daemon=True) for slot in range(jobs)]
+    for process in processes:
+        process.start()
+    done, used = 0, isolation
+    try:
+        while done < len(entries):
+            message = outbox.get(timeout=limits.submission_seconds * 4 + 120)
+            if message[0] == "fatal":
+                raise Usage(message[1])
+            if message[0] == "isolation":
+                used = message[1]
+                continue
+            done += 1
+            progress.advance()
+    finally:
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    return used
+
+
+def grading_process(slot, assignment, inbox, outbox, results, limits, isolation) -> None:
+    """One trusted grading process: a sandbox of its own, submissions from the inbox."""
+    import torch
+
+    torch.set_num_threads(1)  # one grading process per core: threads would only contend
+    try:
+        sandbox = Sandbox(limits=limits, isolation=isolation).start()
+    except Exception as error:
+        outbox.put(("fatal", f"the sandbox could not start: {error}"))
+        return
+    outbox.put(("isolation", sandbox.isolation))
+    run.collect(assignment)
+    try:
+        while (entry := inbox.get()) is not None:
+            try:
+                data = grade_one(assignment, entry, sandbox, slot, limits)
+            except Exception:
+                data = report.result(assignment, entry.student_id, entry.digest, "grader_error",
+                                     run.zero(assignment, "grader_error", "not graded: the grader failed"),
+                                     entry.problems + ["grader error: " + traceback.format_exc(limit=3)[-600:]],
+                                     0.0, sandbox.isolation)
+            report.save(results, data)
+            outbox.put(("done", entry.student_id))
+    finally:
+        sandbox.stop()
+
+
+def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
+    if entry.tampering:
+        parts = run.zero(assignment, "tampering", "0 points: the code reaches for the grader's internals")
+        problems = entry.problems + [f"{finding}, which could switch off the grader's checks: all tasks get 0"
+                                     for finding in entry.tampering]
+        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts, problems, 0.0,
+                             sandbox.isolation)
+    graded = run.grade_submission(assignment, entry.cells, sandbox, slot, limits)
+    from autograder.sandboxed.executor import OUTPUT_LIMIT
+
+    graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
+    status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars, OUTPUT_LIMIT)
+    problems = entry.problems + graded.cell_errors
+    if graded.output_chars > OUTPUT_LIMIT:
+        problems.append(f"the code printed {graded.output_chars:,} characters; only the first {OUTPUT_LIMIT:,} were kept")
+    problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)]
+    return report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems,
+                         graded.seconds, sandbox.isolation)
+
+
+class Progress:
+    """A one-line progress bar on stderr (a line per 10 % when stderr is not a terminal)."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.done, self.quiet = total, 0, quiet
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.last_decile = -1
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.quiet or not self.total:
+            return
+        elapsed = time.monotonic() - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate else 0.0
+        filled = int(30 * self.done / self.total)
+        line = f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}  {rate:.1f}/s  eta {eta:.0f}s"
+        if self.tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif self.done * 10 // self.total != self.last_decile:
+            self.last_decile = self.done * 10 // self.total
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty and not self.quiet and self.total:
+            print(file=sys.stderr)
+
+
+def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolation) -> None:
+    ids = {e.student_id for e in entries}
+    rows = [r for r in rows if r["student_id"] in ids]
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    scores = [float(r["score"]) for r in rows]
+    graded = len(entries) - skipped
+    print(f"{assignment}: graded {graded} submission{'s' * (graded != 1)} in {seconds:.1f} s "
+          f"({graded / seconds if seconds else 0:.1f}/s, {jobs} job{'s' * (jobs != 1)}, isolation: {isolation})"
+          + (f"; {skipped} unchanged since the last run" if skipped else ""))
+    if rows:
+        top = rows[0]["max_score"]
+        print(f"  scores: mean {statistics.mean(scores):.2f} / {top}, median {statistics.median(scores):g}")
+        errors = sum(n for status, n in statuses.items() if status not in ("ok", "cell_errors"))
+        print(f"  errors: {errors}  (" + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())) + ")")
+    print(f"  results: {results}/ (one JSON per student, grades.csv, feedback/)")

@@ -1,0 +1,174 @@
+"""Stage 4: write what the grading found, so that nothing computed is ever lost.
+
+Per student: ``DIR/<student_id>.json`` in Gradescope's results.json schema (``score``,
+``execution_time``, ``output``, ``tests``; our own fields under ``extra_data``) and
+``DIR/feedback/<student_id>.md``, which lists every test with its outcome and a hint,
+never a hidden input or the test's source. Per run: ``DIR/grades.csv``. Every file is
+written to a temporary name and renamed into place, so a killed run leaves either the
+old file or the new one; a re-run skips submissions whose result is already current.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+# What a submission-level status means, for the summary and the feedback.
+STATUS_TEXT = {
+    "ok": "graded",
+    "cell_errors": "graded; some cells raised errors",
+    "invalid": "not gradable: the file could not be read as a notebook",
+    "tampering": "0 points: the code reaches for the grader's internals",
+    "timeout": "graded; the time limit was hit",
+    "cpu_limit": "graded; the CPU-time limit was hit",
+    "memory_limit": "graded; the memory limit was hit",
+    "killed": "graded; the worker was killed by a resource limit",
+    "exited": "graded; the code ended its own process",
+    "crashed": "graded; the worker crashed",
+    "output_limit": "graded; the code printed more than the output limit",
+    "grader_error": "not graded: the grader failed on this submission (please report it)",
+}
+SEVERITY = ["grader_error", "invalid", "tampering", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
+            "exited", "output_limit", "cell_errors", "ok"]
+
+
+@cache
+def grader_version(assignment: str) -> str:
+    """A digest of the grader and the assignment's suite: results made by another version are redone."""
+    digest = hashlib.sha256()
+    files = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "sandboxed").glob("*.py"))
+    files += sorted((PACKAGE / "suites" / assignment).glob("*.py"))
+    for path in files:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def is_current(results: Path, student_id: str, digest: str, assignment: str) -> bool:
+    """True when a result for exactly this file and this grader version exists."""
+    try:
+        extra = json.loads((results / f"{student_id}.json").read_text())["extra_data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return extra.get("digest") == digest and extra.get("grader_version") == grader_version(assignment)
+
+
+def overall_status(readable: bool, tampering: list, events: list, cell_errors: list, output_chars: int,
+                   output_limit: int) -> str:
+    found = {"ok"}
+    if not readable:
+        found.add("invalid")
+    if tampering:
+        found.add("tampering")
+    found.update(event for event in events if event in SEVERITY)
+    if cell_errors:
+        found.add("cell_errors")
+    if output_chars > output_limit:
+        found.add("output_limit")
+    return min(found, key=SEVERITY.index)
+
+
+def result(assignment: str, student_id: str, digest: str, status: str, parts, problems: list[str],
+           seconds: float, isolation: str) -> dict:
+    """The Gradescope results.json for one student."""
+    tests = []
+    for part in parts:
+        for outcome in part.outcomes:
+            lines = ["passed" if outcome.passed else f"{outcome.status}: {outcome.message}"]
+            if not outcome.passed and outcome.hint:
+                lines.append(f"What to check: {outcome.hint}")
+            tests.append({
+                "name": f"{part.title} > {outcome.name.replace('_', ' ')}",
+                "score": round(outcome.points, 4), "max_score": outcome.max_points,
+                "status": "passed" if outcome.passed else "failed",
+                "output": "\n".join(lines), "visibility": "visible",
+            })
+    score = round(sum(part.score for part in parts), 4)
+    max_score = sum(part.max_score for part in parts)
+    summary = [f"{student_id}: {score:g} / {max_score:g} ({STATUS_TEXT.get(status, status)})"]
+    summary += [f"- {part.title}: {part.score:g} / {part.max_score:g}" + (f" ({part.note})" if part.note else "")
+                for part in parts]
+    summary += [f"- note: {problem}" for problem in problems]
+    return {
+        "score": score,
+        "execution_time": round(seconds, 3),
+        "output": "\n".join(summary),
+        "tests": tests,
+        "extra_data": {
+            "student_id": student_id, "assignment": assignment, "status": status, "max_score": max_score,
+            "problems": problems, "isolation": isolation, "digest": digest,
+            "grader_version": grader_version(assignment),
+            "parts": {part.name: {"score": part.score, "max_score": part.max_score, "note": part.note}
+                      for part in parts},
+        },
+    }
+
+
+def feedback(data: dict) -> str:
+    """Markdown feedback for one student: every test, its outcome, and what to check."""
+    extra = data["extra_data"]
+    lines = [f"# Feedback: {extra['assignment']}", "",
+             f"**Score: {data['score']:g} / {extra['max_score']:g}** ({STATUS_TEXT.get(extra['status'], extra['status'])})",
+             ""]
+    if extra["problems"]:
+        lines += ["## Notes on your submission", ""] + [f"- {p}" for p in extra["problems"]] + [""]
+    current = None
+    for test in data["tests"]:
+        part, name = test["name"].split(" > ", 1)
+        if part != current:
+            current = part
+            info = extra["parts"].get(next((k for k in extra["parts"] if part.endswith(k)), ""), {})
+            lines += [f"## {part}", ""]
+            if info.get("note"):
+                lines += [f"**{info['note']}**", ""]
+        mark = "✅ passed" if test["status"] == "passed" else "❌ failed"
+        lines.append(f"- {mark} ({test['score']:g} / {test['max_score']:g}): {name}")
+        if test["status"] != "passed":
+            lines += [f"  - {line}" for line in test["output"].splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def save(results: Path, data: dict) -> None:
+    student_id = data["extra_data"]["student_id"]
+    write_atomic(results / "feedback" / f"{student_id}.md", feedback(data))
+    write_atomic(results / f"{student_id}.json", json.dumps(data, indent=1))
+
+
+def grades_csv(results: Path) -> list[dict]:
+    """Rebuild DIR/grades.csv from every result in DIR; returns its rows."""
+    rows = []
+    for path in sorted(results.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            extra = data["extra_data"]
+            rows.append({"student_id": extra["student_id"], "score": data["score"],
+                         "max_score": extra["max_score"], "status": extra["status"]})
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    out = io.StringIO()
+    writer = csv.DictWriter(out, ["student_id", "score", "max_score", "status"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(results / "grades.csv", out.getvalue())
+    return rows

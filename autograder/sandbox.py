@@ -1,0 +1,270 @@
+"""Stage 2: start the sandbox and hand out one confined worker per submission.
+
+One zygote (``sandboxed/zygote.py``) per grading run imports torch once, inside
+bubblewrap namespaces where available: no network, its own PID/IPC/UTS namespaces, a
+read-only view of the Python installation and of ``autograder/sandboxed`` + ``wire.py``
+only (not the hidden suites, the gradebook, the results or any submission), a small
+tmpfs ``/tmp``. Each worker it forks runs as its own unprivileged uid with limits on
+CPU time, memory, processes, file size and open files; the grader adds wall-time
+limits per request and per submission. Without bubblewrap the zygote runs as a plain
+child process with the same per-worker limits, and results say so (``isolation``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import wire
+from autograder.checks import WorkerLost
+
+PACKAGE = Path(__file__).resolve().parent
+UID_BASE = 61000  # workers run as uids from here on, one per live worker
+
+
+@dataclass
+class Limits:
+    cpu_seconds: int = 60  # CPU time per worker
+    memory_bytes: int = 2 * 2**30  # address space beyond the zygote's own
+    processes: int = 64  # threads count too
+    file_bytes: int = 16 * 2**20  # largest file a worker may write
+    request_seconds: float = 10.0  # wall time of one request
+    submission_seconds: float = 120.0  # wall time of one submission, all requests
+    restarts: int = 2  # fresh workers after a crash or timeout, per submission
+
+    def for_worker(self) -> dict:
+        return {"cpu_seconds": self.cpu_seconds, "memory_bytes": self.memory_bytes,
+                "processes": self.processes, "file_bytes": self.file_bytes}
+
+
+def bwrap_available() -> bool:
+    """True when bubblewrap can create the namespaces here (it can't in some containers)."""
+    if shutil.which("bwrap") is None:
+        return False
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "true"],
+                           capture_output=True, timeout=20)
+    return probe.returncode == 0
+
+
+def python_roots() -> list[Path]:
+    """Directories the worker's Python needs: the interpreter, stdlib and site-packages."""
+    candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+                  Path(os.path.realpath(sys.executable)).parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        candidates.add(Path(sysconfig.get_paths()[key]))
+    for entry in sys.path:
+        path = Path(entry or ".").resolve()
+        if path.is_dir() and (path.name == "site-packages" or "python3" in path.name):
+            candidates.add(path)
+    roots = []
+    for path in sorted(candidates, key=lambda p: len(p.parts)):
+        if path.exists() and not any(path.is_relative_to(root) for root in roots):
+            roots.append(path)
+    return [root for root in roots if not PACKAGE.is_relative_to(root) and root != Path("/")]
+
+
+def bwrap_command(python: str) -> list[str]:
+    command = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+               "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+    created: set[Path] = set()
+
+    def parents(path: Path) -> list[str]:
+        args = []
+        for parent in reversed(path.parents):
+            if parent != Path("/") and parent not in created:
+                created.add(parent)
+                args += ["--perms", "0755", "--dir", str(parent)]
+        return args
+
+    for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives"):
+        if os.path.exists(system):
+            command += ["--ro-bind", system, system]
+    for root in python_roots():
+        command += parents(root) + ["--ro-bind", str(root), str(root)]
+    inside = Path("/opt/autograder")
+    command += ["--perms", "0755", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
+                "--ro-bind", str(PACKAGE / "__init__.py"), str(inside / "autograder" / "__init__.py"),
+                "--ro-bind", str(PACKAGE / "wire.py"), str(inside / "autograder" / "wire.py"),
+                "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
+                "--proc", "/proc", "--dev", "/dev",
+                "--perms", "0755", "--size", str(256 * 2**20), "--tmpfs", "/tmp",
+                "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+                "--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
+    return command
+
+
+# -I ignores PYTHON* variables and user site; -S skips site, so add site-packages by hand.
+BOOT = ("import sys, site; sys.path[:0] = ['/opt/autograder']; "
+        "[site.addsitedir(p) for p in {paths!r}]; "
+        "from autograder.sandboxed import zygote; zygote.main({fd})")
+
+
+@dataclass
+class Sandbox:
+    """One zygote, and the workers it forks."""
+
+    limits: Limits = field(default_factory=Limits)
+    isolation: str = "auto"  # auto | namespaces | process
+    process: subprocess.Popen | None = None
+    control: socket.socket | None = None
+    buffer: bytes = b""
+
+    def start(self) -> "Sandbox":
+        if self.isolation == "auto":
+            self.isolation = "namespaces" if bwrap_available() else "process"
+        ours, theirs = socket.socketpair()
+        python = os.path.realpath(sys.executable)
+        site_dirs = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+        boot = BOOT.replace("{paths!r}", repr(site_dirs)).replace("{fd}", str(theirs.fileno()))
+        if self.isolation == "namespaces":
+            command = bwrap_command(python)
+            command[-1] = boot
+        else:
+            command = [python, "-I", "-S", "-c", boot.replace("/opt/autograder", str(PACKAGE.parent))]
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
+                                        start_new_session=True)
+        theirs.close()
+        self.control = ours
+        ready = self.receive(timeout=120)
+        if not ready.get("ready"):
+            raise RuntimeError(f"the sandbox did not start: {self.stderr_tail()}")
+        if self.isolation == "process" and os.geteuid() != 0:
+            self.isolation = "process-same-user"
+        return self
+
+    def stderr_tail(self) -> str:
+        if self.process and self.process.poll() is not None and self.process.stderr:
+            return self.process.stderr.read()[-2000:].decode(errors="replace")
+        return "(no message)"
+
+    def receive(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.control], [], [], left)[0]:
+                raise RuntimeError("the sandbox stopped answering")
+            chunk = self.control.recv(65536)
+            if not chunk:
+                raise RuntimeError(f"the sandbox exited: {self.stderr_tail()}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def command(self, message: dict, fds=()) -> dict:
+        data = json.dumps(message).encode() + b"\n"
+        if fds:
+            socket.send_fds(self.control, [data], list(fds))
+        else:
+            self.control.sendall(data)
+        return self.receive(timeout=30)
+
+    def spawn(self, slot: int, block=()) -> "Worker":
+        """A fresh worker; ``block``: tags of built-ins whose kernels refuse to run in it."""
+        ours, theirs = socket.socketpair()
+        base = UID_BASE + slot * 4096  # each grading process's workers get their own uid range
+        reply = self.command({"cmd": "spawn", "uid": base, "limits": self.limits.for_worker(), "block": list(block)},
+                             fds=[theirs.fileno()])
+        theirs.close()
+        return Worker(self, ours, reply["pid"])
+
+    def stop(self) -> None:
+        if self.process is not None:
+            try:
+                self.control.close()
+                self.process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+            self.process = None
+
+
+class Worker:
+    """A connection to one forked worker: requests in, answers out, with wall-time limits."""
+
+    def __init__(self, sandbox: Sandbox, sock: socket.socket, pid: int):
+        self.sandbox, self.sock, self.pid = sandbox, sock, pid
+        self.alive = True
+        self.output_total = 0
+
+    def request(self, request: dict, timeout: float) -> dict:
+        if not self.alive:
+            raise WorkerLost("crashed", "the worker is gone")
+        try:
+            frame = wire.encode(request)
+            self.sock.sendall(struct.pack(">I", len(frame)) + frame)
+            answer = wire.decode(self.receive(timeout))
+        except WorkerLost:
+            raise
+        except (OSError, EOFError):
+            raise self.lost() from None
+        if type(answer) is not dict:
+            raise WorkerLost("error", "the worker sent an answer that is not a request answer")
+        total = answer.get("output_total")
+        if type(total) is int:
+            self.output_total = total
+        return answer
+
+    def receive(self, timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        header = self._exact(4, deadline)
+        (size,) = struct.unpack(">I", header)
+        if size > wire.MAX_FRAME_BYTES:
+            self.kill()
+            raise WorkerLost("output_limit", "the worker sent an answer larger than the limit")
+        return self._exact(size, deadline)
+
+    def _exact(self, n: int, deadline: float) -> bytes:
+        chunks, left = [], n
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                self.kill()
+                raise WorkerLost("timeout", "it ran out of time (an endless loop, or far too slow)")
+            chunk = self.sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def lost(self) -> WorkerLost:
+        """Why the worker ended, from its exit status."""
+        self.alive = False
+        status = self.sandbox.command({"cmd": "status", "pid": self.pid})
+        code = status.get("exit")
+        if code == -9 or code == -24:  # SIGKILL / SIGXCPU: the CPU limit, or the kernel's OOM killer
+            return WorkerLost("cpu_limit" if code == -24 else "killed", "the worker was killed (a resource limit)")
+        if isinstance(code, int) and code < 0:
+            return WorkerLost("crashed", f"the worker died of signal {-code}")
+        return WorkerLost("exited", f"the code ended the worker process (exit status {code}): "
+                                    "don't call sys.exit, os._exit or quit() in your code")
+
+    def kill(self) -> None:
+        if self.alive:
+            self.alive = False
+            try:
+                self.sandbox.command({"cmd": "kill", "pid": self.pid})
+            except RuntimeError:
+                pass
+        self.close()
+
+    def close(self) -> None:
+        try:
+            if self.alive:
+                wire_bye = wire.encode({"op": "bye"})
+                self.sock.sendall(struct.pack(">I", len(wire_bye)) + wire_bye)
+        except OSError:
+            pass
+        self.alive = False
+        self.sock.close()

@@ -1,0 +1,129 @@
+"""Task 2: make_mlp(depth, dim, residual) -> nn.Sequential of depth blocks (4 points).
+
+With residual=True the blocks are the learner's own ResidualBlock; the tests check that
+make_mlp wraps each sublayer in it, never what ResidualBlock computes (Task 1's job), and
+find a block's sublayer without relying on the name ResidualBlock stores it under.
+"""
+
+import math
+
+import pytest
+import torch
+
+from autograder.checks import fail, points
+
+PART = "make_mlp"
+TITLE = "Task 2: make_mlp"
+FORBIDDEN = set()
+
+SUBLAYER_TYPES = ["Linear", "ReLU", "Linear"]
+
+
+def build(sub, depth, dim, residual, seed=0):
+    return sub.call("make_mlp", depth, dim, residual, seed=seed)
+
+
+def blocks_of(sub, mlp) -> list:
+    """Handles of the top-level blocks, by position (a repeated block appears once per position)."""
+    return [sub.method(mlp, "__getitem__", i) for i in range(sub.method(mlp, "__len__"))]
+
+
+def sublayer_of(sub, block):
+    """The sublayer of a block, and its description: the block itself when it is an nn.Sequential, otherwise the
+    block's only direct submodule, or its only direct nn.Sequential (a ResidualBlock's sublayer, whatever
+    ResidualBlock calls it and whatever else it holds)."""
+    desc = sub.describe(block)
+    if desc["type"] != "Sequential":
+        children = {name: kind for name, kind in desc["modules"].items() if "." not in name}
+        if len(children) != 1:
+            children = {name: kind for name, kind in children.items() if kind == "Sequential"}
+        if len(children) != 1:
+            fail(f"a block ({desc['type']}) should hold one sublayer")
+        block = sub.getattr(block, next(iter(children)))
+        desc = sub.describe(block)
+    return block, desc
+
+
+@points(0.5)
+@pytest.mark.parametrize("depth", [1, 4])
+@pytest.mark.parametrize("residual", [False, True])
+def test_returns_an_nn_sequential_of_depth_blocks(sub, depth, residual):
+    """Return nn.Sequential(*blocks) with exactly `depth` blocks (not a list or an nn.ModuleList)."""
+    mlp = build(sub, depth, 3, residual)
+    if not getattr(mlp, "is_module", False) or sub.describe(mlp)["type"] != "Sequential":
+        fail("make_mlp should return an nn.Sequential")
+    length = sub.method(mlp, "__len__")
+    if length != depth:
+        fail("the number of blocks differs from depth")
+
+
+@points(1)
+@pytest.mark.parametrize("residual", [False, True])
+def test_each_sublayer_is_linear_relu_linear_of_width_dim(sub, residual):
+    """Each block's sublayer is nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim)), in this order,
+    with biases."""
+    dim = 5
+    for block in blocks_of(sub, build(sub, 3, dim, residual)):
+        _, desc = sublayer_of(sub, block)
+        layers = [kind for name, kind in desc["modules"].items() if "." not in name]
+        if desc["type"] != "Sequential" or layers != SUBLAYER_TYPES:
+            fail(f"a sublayer is {desc['type']}({', '.join(layers)}), expected Sequential(Linear, ReLU, Linear)")
+        shapes = {name: tuple(info["shape"]) for name, info in desc["parameters"].items()}
+        wanted = {"0.weight": (dim, dim), "0.bias": (dim,), "2.weight": (dim, dim), "2.bias": (dim,)}
+        if shapes != wanted:
+            fail("the Linear layers of a sublayer should both be nn.Linear(dim, dim), with a bias")
+
+
+@points(0.75)
+def test_residual_true_wraps_each_sublayer_in_your_ResidualBlock(sub):
+    """With residual=True every block is ResidualBlock(sublayer), using the ResidualBlock class from Task 1."""
+    for block in blocks_of(sub, build(sub, 3, 4, True)):
+        kind = sub.describe(block)["type"]
+        if kind != "ResidualBlock":
+            fail(f"with residual=True a block is a {kind}, expected a ResidualBlock")
+
+
+@points(0.75)
+def test_residual_false_puts_the_bare_sublayers_in_the_stack(sub):
+    """With residual=False there is no shortcut: the blocks are the nn.Sequential sublayers themselves, not wrapped
+    in ResidualBlock or anything else."""
+    for block in blocks_of(sub, build(sub, 3, 4, False)):
+        kind = sub.describe(block)["type"]
+        if kind != "Sequential":
+            fail(f"with residual=False a block is a {kind}, expected the bare nn.Sequential sublayer")
+
+
+@points(0.5)
+@pytest.mark.parametrize("residual", [False, True])
+def test_blocks_share_no_parameters(sub, residual):
+    """Create a new sublayer (and block) inside the loop, once per block: `[block] * depth` or one sublayer reused
+    in every block makes all blocks share their weights."""
+    seen = set()
+    for block in blocks_of(sub, build(sub, 3, 4, residual)):
+        ids = set(sub.describe(block)["parameter_ids"])
+        if ids & seen:
+            fail("some blocks share parameters")
+        seen |= ids
+
+
+@points(0.5)
+def test_linear_layers_keep_pytorch_default_init(sub):
+    """Keep nn.Linear's default initialization (uniform in +-1/sqrt(dim) for weights and biases): do not re-initialize
+    the weights or zero the biases."""
+    dim = 48
+    state = sub.state_dict(build(sub, 3, dim, False, seed=1))
+    bound = 1 / math.sqrt(dim)
+    tensors = [t.double() for t in state.values() if isinstance(t, torch.Tensor)]
+    weights = [t.flatten() for t in tensors if t.dim() == 2]
+    biases = [t for t in tensors if t.dim() == 1]
+    if not weights:
+        fail("the MLP has no Linear weights")
+    for kind, values, tolerance in (("weight", weights, 0.1), ("bias", biases, 0.25)):
+        if not values:
+            continue  # a missing bias is the sublayer test's business
+        values = torch.cat(values)
+        if values.abs().max() > bound * (1 + 1e-6):
+            fail(f"some {kind} values lie outside nn.Linear's default range")
+        ratio = values.std() / (bound / math.sqrt(3))
+        if not 1 - tolerance < ratio < 1 + tolerance:
+            fail(f"the {kind} values do not look like nn.Linear's default uniform initialization")

@@ -1,0 +1,114 @@
+"""Task 3: make_stack(block_cls, depth, d_model, n_heads, d_ff) -> module with blocks and final_norm (3 points).
+
+A stack is checked without trusting the learner's blocks (Tasks 1-2): block_cls is either
+fixtures.ToyBlock, a trusted block rebuilt here from its state_dict, or the learner's own
+PreNormBlock/PostNormBlock, whose output is then compared with chaining those same blocks.
+"""
+
+import pytest
+import torch
+
+from autograder.checks import assert_close, fail, points
+from autograder.sandboxed.fixtures import ToyBlock
+from autograder.suites.ex4_prepost.reference import masks, randn
+
+PART = "make_stack"
+TITLE = "Task 3: make_stack"
+FORBIDDEN = set()
+
+TOY = "torch:fixtures.ToyBlock"
+SIZES = dict(d_model=8, n_heads=2, d_ff=12)
+LAYER_NORM, IDENTITY = "torch.nn.modules.normalization.LayerNorm", "torch.nn.modules.linear.Identity"
+
+
+def block_class(sub, name: str):
+    """A handle to a class in the worker: the learner's (by its name) or fixtures.ToyBlock (TOY)."""
+    return sub.getattr(name, "__mro__")[0]
+
+
+def build(sub, name: str, depth: int, seed: int = 0):
+    d = SIZES
+    return sub.call("make_stack", block_class(sub, name), depth, d["d_model"], d["n_heads"], d["d_ff"], seed=seed)
+
+
+def blocks_of(sub, stack) -> list:
+    blocks = sub.getattr(stack, "blocks")
+    return [sub.method(blocks, "__getitem__", i) for i in range(sub.method(blocks, "__len__"))]
+
+
+@points(0.5)
+@pytest.mark.parametrize("name, depth", [("PreNormBlock", 2), ("PostNormBlock", 1), (TOY, 3)])
+def test_blocks_is_a_modulelist_of_depth_blocks_of_block_cls(sub, name, depth):
+    """self.blocks = nn.ModuleList(block_cls(d_model, n_heads, d_ff) for _ in range(depth)): the class you are
+    given, not one chosen by name, exactly depth times."""
+    stack = build(sub, name, depth)
+    blocks = sub.getattr(stack, "blocks")
+    if getattr(blocks, "type", "") != "torch.nn.modules.container.ModuleList":
+        fail("blocks should be an nn.ModuleList")
+    found = blocks_of(sub, stack)
+    if len(found) != depth:
+        fail("the number of blocks differs from depth")
+    wanted = block_class(sub, name)
+    if any(sub.getattr(block, "__class__") != wanted for block in found):
+        fail("the blocks should be instances of block_cls")
+
+
+@points(0.5)
+def test_blocks_share_no_parameters(sub):
+    """Call block_cls(...) once per block: a list like [block] * depth repeats one block, so all the blocks share
+    its parameters."""
+    seen = set()
+    for block in blocks_of(sub, build(sub, TOY, 3)):
+        ids = set(sub.describe(block)["parameter_ids"])
+        if ids & seen:
+            fail("some blocks share parameters")
+        seen |= ids
+
+
+@points(1)
+@pytest.mark.parametrize("name", ["PreNormBlock", "PostNormBlock", TOY])
+def test_final_norm_is_a_layernorm_for_prenorm_and_identity_otherwise(sub, name):
+    """final_norm = nn.LayerNorm(d_model) when block_cls is PreNormBlock (its stream is never normalized
+    otherwise), and nn.Identity() for any other block class."""
+    final = sub.getattr(build(sub, name, 1), "final_norm")
+    if name == "PreNormBlock":
+        if getattr(final, "type", "") != LAYER_NORM:
+            fail("final_norm of a PreNormBlock stack should be nn.LayerNorm(d_model)")
+        if tuple(sub.getattr(final, "normalized_shape")) != (SIZES["d_model"],):
+            fail("final_norm should be nn.LayerNorm(d_model)")
+    elif getattr(final, "type", "") != IDENTITY:
+        fail(f"final_norm of a {name.split('.')[-1]} stack should be nn.Identity()")
+
+
+@points(1)
+@pytest.mark.parametrize("name, mask", [(TOY, "none"), (TOY, "causal bool"), ("PreNormBlock", "float")])
+def test_forward_runs_the_blocks_in_order_with_the_mask_then_final_norm(sub, name, mask):
+    """forward(x, attn_mask=None) calls each block in order as block(x, attn_mask=attn_mask), feeding each block's
+    output to the next, and returns final_norm of the last output (no extra norm, nothing skipped)."""
+    depth, t = 2, 4
+    stack = build(sub, name, depth, seed=1)
+    x = randn((2, t, SIZES["d_model"]), 2)
+    attn_mask = masks(t, 3)[mask]
+    kwargs = {} if attn_mask is None else {"attn_mask": attn_mask}
+    found = blocks_of(sub, stack)
+    if len(found) != depth:
+        fail("the number of blocks differs from depth")
+    h = x
+    if name == TOY:  # the trusted blocks' own answer, computed here
+        local_mask = None if attn_mask is None else attn_mask.double() if attn_mask.is_floating_point() else attn_mask
+        h = h.double()
+        for block in found:
+            local = ToyBlock(**SIZES).double()
+            try:
+                local.load_state_dict(sub.state_dict(block))
+            except RuntimeError:
+                fail("the blocks should be block_cls(d_model, n_heads, d_ff), with the sizes you are given")
+            with torch.no_grad():
+                h = local(h, attn_mask=local_mask)
+        h = h.float()
+    else:  # relative to the learner's own blocks (Task 2 scores what they compute)
+        for block in found:
+            h = sub.call(block, h, **kwargs)
+    expected = sub.call(sub.getattr(stack, "final_norm"), h)
+    what = "the stack's output" + ("" if attn_mask is None else f" with a {mask} attn_mask")
+    assert_close(sub.call(stack, x, **kwargs), expected, what, atol=1e-4)

@@ -1,0 +1,62 @@
+"""A catalogue of wrong implementations, one module per assignment.
+
+Each ``Wrong`` replaces one solution cell of an exercise (``cell``: its grade_id) with a
+plausible mistake or an attempt to game the grader. The hidden suite must take points
+off ``part`` (the contract part the mistake belongs to) and leave every other part at
+full marks. ``tests/mistakes.py`` (the public self-checks' catalogue) is included too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Wrong:
+    assignment: str
+    cell: str  # grade_id of the solution cell it replaces
+    what: str  # the mistake in a few words (the test id)
+    source: str  # the replacement cell
+    part: str = ""  # the part that must lose points (default: the cell's own part)
+
+    @property
+    def loses(self) -> str:
+        return self.part or self.cell
+
+
+@dataclass(frozen=True)
+class Right:
+    """A correct implementation written differently from the reference: it must score full marks."""
+
+    assignment: str
+    cell: str
+    what: str
+    source: str
+
+
+ASSIGNMENTS = ["ex1_residual", "ex2_layernorm", "ex3_batchnorm", "ex4_prepost", "ex5_rmsnorm"]
+
+
+def catalogue() -> list[Wrong]:
+    from mistakes import MISTAKES
+
+    entries = [Wrong(m.assignment, m.task, m.what, m.source) for m in MISTAKES]
+    for assignment in ASSIGNMENTS:
+        try:
+            module = importlib.import_module(f"catalogue.{assignment}")
+        except ModuleNotFoundError:
+            continue
+        entries += module.WRONG
+    return entries
+
+
+def variants() -> list[Right]:
+    entries = []
+    for assignment in ASSIGNMENTS:
+        try:
+            module = importlib.import_module(f"catalogue.{assignment}")
+        except ModuleNotFoundError:
+            continue
+        entries += getattr(module, "RIGHT", [])
+    return entries

@@ -1,0 +1,106 @@
+"""Build exercise notebooks (reference, blank release, with a wrong cell) and grade them in-process.
+
+The in-process grading goes through ``autograder.kernel``'s transport: the same executor
+and wire format as the sandbox, without the process boundary. Tests of the sandbox
+itself grade the same notebooks with ``python -m autograder grade``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+from functools import cache
+from pathlib import Path
+
+import nbformat
+
+from autograder import run
+from autograder.checks import Submission
+from autograder.kernel import local_transport
+from autograder.sandboxed.executor import Executor
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@cache
+def _solution(assignment: str) -> dict:
+    return json.loads((REPO / "solutions" / assignment / f"{assignment}.ipynb").read_text())
+
+
+def reference(assignment: str) -> dict:
+    return copy.deepcopy(_solution(assignment))
+
+
+def blank(assignment: str) -> dict:
+    return json.loads((REPO / "exercises" / assignment / f"{assignment}.ipynb").read_text())
+
+
+def with_cell(assignment: str, cell: str, source: str) -> dict:
+    """The reference notebook with the solution cell ``cell`` replaced by ``source``."""
+    notebook = reference(assignment)
+    found = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell]
+    assert found, f"{assignment} has no cell {cell}"
+    found[0]["source"] = source
+    return notebook
+
+
+def runnable_cells(notebook: dict) -> list[str]:
+    """The code cells a grader executes: everything but grade cells and self-checks."""
+    sources = []
+    for cell in notebook["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or meta.get("grade") or meta.get("grade_id", "").startswith("selfcheck_"):
+            continue
+        source = cell["source"]
+        sources.append("".join(source) if isinstance(source, list) else source)
+    return sources
+
+
+def grade_in_process(assignment: str, notebook: dict) -> dict[str, float]:
+    """part -> score, running the notebook's cells and the hidden suite in this process."""
+    executor = Executor(block=run.blocked(assignment))
+    with contextlib.redirect_stdout(io.StringIO()):
+        executor.handle({"op": "exec", "cells": [{"label": str(i), "source": s}
+                                                 for i, s in enumerate(runnable_cells(notebook))]})
+        scores = run.grade(assignment, Submission(local_transport(executor)))
+    return {score.name: score.score for score in scores}
+
+
+def max_scores(assignment: str) -> dict[str, float]:
+    return {part.name: part.points for part in run.collect(assignment)}
+
+
+def write_class(folder: Path, notebooks: dict[str, dict | bytes | str]) -> Path:
+    """A folder of submissions: name -> notebook dict (written as JSON), or raw bytes/text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in notebooks.items():
+        path = folder / f"{name}.ipynb"
+        if isinstance(content, dict):
+            path.write_text(json.dumps(content))
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return folder
+
+
+def run_grader(*args, cwd=REPO, timeout=900):
+    """``python -m autograder ARGS`` in a subprocess, as an instructor runs it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # as if run from the course folder, wherever cwd is
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def results_of(folder: Path) -> dict[str, dict]:
+    """student_id -> parsed result JSON, for every result in ``folder``."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
+def part_scores(result: dict) -> dict[str, float]:
+    return {name: part["score"] for name, part in result["extra_data"]["parts"].items()}

@@ -1,0 +1,217 @@
+"""Bad input gets a result with a clear status, and nothing already graded is lost.
+
+One class of malformed ex2_layernorm submissions is graded in one run; then the tests
+check resuming, kill -9 in the middle of a run, and the command-line contract.
+"""
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grading import REPO, max_scores, part_scores, reference, results_of, run_grader, with_cell, write_class
+
+ASSIGNMENT = "ex2_layernorm"
+
+
+def cells_without(grade_id):
+    notebook = reference(ASSIGNMENT)
+    notebook["cells"] = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                         != grade_id]
+    return notebook
+
+
+def with_duplicated(grade_id):
+    notebook = reference(ASSIGNMENT)
+    index = next(i for i, c in enumerate(notebook["cells"])
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    notebook["cells"].insert(index, copy.deepcopy(notebook["cells"][index]))
+    return notebook
+
+
+def with_renamed(grade_id):
+    notebook = reference(ASSIGNMENT)
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            cell["metadata"]["nbgrader"]["grade_id"] = "my_own_name"
+    return notebook
+
+
+def with_huge_output():
+    notebook = reference(ASSIGNMENT)
+    cell = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 8_000_000}]
+    return notebook
+
+
+def format_3():
+    """The reference solution's code in an nbformat 3 notebook (worksheets)."""
+    notebook = reference(ASSIGNMENT)
+    cells = [{"cell_type": "code", "input": c["source"], "language": "python", "outputs": [], "metadata": {},
+              "collapsed": False}
+             for c in notebook["cells"] if c["cell_type"] == "code"
+             and not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    return {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""}, "worksheets": [{"cells": cells,
+                                                                                         "metadata": {}}]}
+
+
+# name -> (content, expected status, expected part scores: "full", "zero", or a dict of checks)
+CASES = {
+    "empty-file": (b"", "invalid"),
+    "invalid-json": ('{"cells": [', "invalid"),
+    "not-a-notebook": ('{"hello": "world"}', "invalid"),
+    "a-python-script": ("def layer_norm(x, w, b, eps=1e-5):\n    return x\n", "invalid"),
+    "nbformat-2": ('{"nbformat": 2, "worksheets": []}', "invalid"),
+    "nbformat-3": (format_3(), "ok"),
+    "non-utf8-bytes": (json.dumps(reference(ASSIGNMENT)).replace("# Self-check", "# Self-check \udcff").encode(
+        "utf-8", "surrogateescape"), "ok"),
+    "deleted-answer-cell": (cells_without("LayerNorm"), "ok"),
+    "duplicated-answer-cell": (with_duplicated("layer_norm"), "ok"),
+    "renamed-answer-cell": (with_renamed("layer_norm"), "ok"),
+    "syntax-error": (with_cell(ASSIGNMENT, "LayerNorm", "class LayerNorm(nn.Module:\n    pass\n"), "cell_errors"),
+    "missing-function": (with_cell(ASSIGNMENT, "layer_norm", "# I did not get to this one\n"), "cell_errors"),
+    "huge-output": (with_huge_output(), "ok"),
+}
+# parts that must still get full marks
+STILL_GRADED = {
+    "nbformat-3": {"layer_norm", "LayerNorm", "layer_norm_forward_backward"},
+    "non-utf8-bytes": {"layer_norm", "LayerNorm", "layer_norm_forward_backward"},
+    "deleted-answer-cell": {"layer_norm", "layer_norm_forward_backward"},
+    "duplicated-answer-cell": {"layer_norm", "LayerNorm", "layer_norm_forward_backward"},
+    "renamed-answer-cell": {"layer_norm", "LayerNorm", "layer_norm_forward_backward"},
+    "syntax-error": {"layer_norm", "layer_norm_forward_backward"},
+    "missing-function": {"layer_norm_forward_backward"},
+    "huge-output": {"layer_norm", "LayerNorm", "layer_norm_forward_backward"},
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inputs")
+    write_class(folder / "class", {name: content for name, (content, _) in CASES.items()})
+    (folder / "class" / "a-symlink.ipynb").symlink_to(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    (folder / "class" / "too-large.ipynb").write_bytes(b" " * (21 * 2**20))
+    done = run_grader("grade", ASSIGNMENT, folder / "class", "--results", folder / "results")
+    return done, results_of(folder / "results")
+
+
+def test_every_bad_input_gets_a_result_and_the_run_exits_0(graded):
+    done, results = graded
+    assert done.returncode == 0, done.stderr
+    assert set(results) == set(CASES) | {"a-symlink", "too-large"}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_gets_the_expected_status(graded, case):
+    _, results = graded
+    assert results[case]["extra_data"]["status"] == CASES[case][1], results[case]["extra_data"]["problems"]
+
+
+@pytest.mark.parametrize("case", STILL_GRADED)
+def test_parts_that_can_still_be_graded_get_their_points(graded, case):
+    _, results = graded
+    scores, full = part_scores(results[case]), max_scores(ASSIGNMENT)
+    assert {part: scores[part] for part in STILL_GRADED[case]} == {part: full[part] for part in STILL_GRADED[case]}
+
+
+@pytest.mark.parametrize("case, words", [
+    ("invalid-json", "not valid JSON"), ("not-a-notebook", "not a Jupyter notebook"),
+    ("nbformat-2", "unsupported notebook format"), ("nbformat-3", "old format 3"),
+    ("non-utf8-bytes", "not valid UTF-8"), ("deleted-answer-cell", "'LayerNorm' is missing"),
+    ("duplicated-answer-cell", "appears 2 times"), ("syntax-error", "SyntaxError"),
+    ("a-symlink", "symbolic link"), ("too-large", "over the 20 MB limit"), ("empty-file", "empty"),
+])
+def test_problem_is_explained_in_the_result(graded, case, words):
+    _, results = graded
+    assert any(words in problem for problem in results[case]["extra_data"]["problems"])
+
+
+def test_missing_function_is_reported_as_missing_not_as_a_crash(graded):
+    _, results = graded
+    task1 = [t for t in results["missing-function"]["tests"] if t["name"].startswith("Task 1")]
+    assert task1 and all("is not defined" in t["output"] for t in task1)
+
+
+# --- resuming and interruptions ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_class(tmp_path):
+    wrong = with_cell(ASSIGNMENT, "layer_norm", "def layer_norm(x, weight, bias, eps=1e-5):\n    return x\n")
+    return write_class(tmp_path / "class", {f"s{i:02d}": reference(ASSIGNMENT) if i % 2 else wrong
+                                           for i in range(8)})
+
+
+def test_rerun_skips_unchanged_submissions_and_regrades_changed_ones(small_class, tmp_path):
+    results = tmp_path / "results"
+    run_grader("grade", ASSIGNMENT, small_class, "--results", results)
+    before = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    (small_class / "s00.ipynb").write_text(json.dumps(reference(ASSIGNMENT)))
+    again = run_grader("grade", ASSIGNMENT, small_class, "--results", results)
+    after = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    assert "7 unchanged since the last run" in again.stdout
+    assert [name for name in before if before[name] != after[name]] == ["s00.json"]
+    assert results_of(results)["s00"]["score"] == sum(max_scores(ASSIGNMENT).values())
+
+
+def test_kill_9_mid_run_loses_nothing_already_graded(small_class, tmp_path):
+    results = tmp_path / "results"
+    grader = subprocess.Popen([sys.executable, "-m", "autograder", "grade", ASSIGNMENT, str(small_class),
+                               "--results", str(results), "--jobs", "1"], cwd=REPO, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(list(results.glob("*.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(grader.pid, signal.SIGKILL)
+    grader.wait()
+    survived = {p.name: p.read_text() for p in results.glob("*.json")}
+    assert len(survived) >= 3
+    assert all(json.loads(text)["tests"] for text in survived.values())  # complete files, never half-written
+    resumed = run_grader("grade", ASSIGNMENT, small_class, "--results", results)
+    assert f"{len(survived)} unchanged since the last run" in resumed.stdout
+    assert len(results_of(results)) == 8
+    assert all((results / name).read_text() == text for name, text in survived.items())
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def test_unknown_assignment_exits_2_and_names_the_known_ones(tmp_path):
+    done = run_grader("grade", "ex9_nothing", tmp_path)
+    assert done.returncode == 2
+    assert "unknown assignment 'ex9_nothing'" in done.stderr and "ex2_layernorm" in done.stderr
+
+
+def test_missing_path_exits_2(tmp_path):
+    done = run_grader("grade", ASSIGNMENT, tmp_path / "nowhere")
+    assert done.returncode == 2 and "no such file or folder" in done.stderr
+
+
+def test_grading_a_course_folder_writes_default_results_and_grades_csv(tmp_path):
+    for student, notebook in (("alice", reference(ASSIGNMENT)), ("bob", {"cells": "broken"})):
+        folder = tmp_path / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(notebook))
+    done = run_grader("grade", ASSIGNMENT, tmp_path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = (tmp_path / "results" / ASSIGNMENT / "grades.csv").read_text().splitlines()
+    assert rows == ["student_id,score,max_score,status", "alice,10.0,10.0,ok", "bob,0.0,10.0,invalid"]
+    assert "graded 2 submissions" in done.stdout and "mean 5.00" in done.stdout
+
+
+def test_feedback_lists_every_test_and_shows_no_suite_source(tmp_path):
+    wrong = with_cell(ASSIGNMENT, "layer_norm", "def layer_norm(x, weight, bias, eps=1e-5):\n    return x * weight\n")
+    write_class(tmp_path / "class", {"learner": wrong})
+    run_grader("grade", ASSIGNMENT, tmp_path / "class", "--results", tmp_path / "results")
+    feedback = (tmp_path / "results" / "feedback" / "learner.md").read_text()
+    result = results_of(tmp_path / "results")["learner"]
+    assert all(test["name"].split(" > ")[1] in feedback for test in result["tests"])
+    assert "What to check:" in feedback
+    suite_lines = {line.strip() for path in (REPO / "autograder" / "suites" / ASSIGNMENT).glob("test_*.py")
+                   for line in path.read_text().splitlines() if len(line.strip()) > 25 and '"""' not in line}
+    assert [line for line in suite_lines if line in feedback] == []

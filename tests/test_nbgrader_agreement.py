@@ -1,0 +1,87 @@
+"""One suite, two ways to run it: plain ``nbgrader autograde`` and ``python -m autograder grade``.
+
+Each part's grade cell calls the part's hidden suite inside the student's kernel, so an
+instructor can keep using nbgrader. For the reference solution, the blank release and
+every wrong implementation of the catalogue, both ways must give every part the same
+score. (nbgrader's way shares the kernel with the student's code; ours does not.)
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from nbgrader.api import Gradebook
+
+from catalogue import ASSIGNMENTS, catalogue
+from grading import REPO, blank, reference, results_of, run_grader, with_cell
+from release_exercises import run_nbgrader
+
+
+def nbgrader_env():
+    import os
+    import sys
+
+    return {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+WRONG = catalogue()
+
+
+def students(assignment):
+    found = {"reference": reference(assignment), "blank": blank(assignment)}
+    found |= {f"wrong-{w.what}": with_cell(assignment, w.cell, w.source) for w in WRONG if w.assignment == assignment}
+    return found
+
+
+def make_course(folder, assignment):
+    """An nbgrader course folder with the assignment released and every student's submission."""
+    shutil.copy(REPO / "nbgrader_config.py", folder)
+    shutil.copytree(REPO / "solutions" / assignment, folder / "solutions" / assignment)
+    shutil.copytree(REPO / "autograder", folder / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    for student, notebook in students(assignment).items():
+        target = folder / "submitted" / student / assignment
+        target.mkdir(parents=True)
+        (target / f"{assignment}.ipynb").write_text(json.dumps(notebook))
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory):
+    """assignment -> (nbgrader's scores, our scores), each {student: {part: score}}."""
+    courses = {a: tmp_path_factory.mktemp(a) for a in ASSIGNMENTS}
+    for assignment, course in courses.items():
+        make_course(course, assignment)
+        done = run_nbgrader(["generate_assignment", assignment], course)
+        assert done.returncode == 0, done.stdout + done.stderr
+    running = []
+    for assignment, course in courses.items():  # two at a time: one per core
+        command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--create"]
+        running.append(subprocess.Popen(command, cwd=course, env=nbgrader_env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True))
+        if len(running) == 2:
+            running.pop(0).communicate(timeout=1800)
+    for process in running:
+        process.communicate(timeout=1800)
+    found = {}
+    for assignment, course in courses.items():
+        theirs = {}
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            for student in students(assignment):
+                notebook = gradebook.find_submission_notebook(assignment, assignment, student)
+                theirs[student] = {g.name[len("check_"):]: g.auto_score for g in notebook.grades
+                                   if g.name.startswith("check_")}
+        done = run_grader("grade", assignment, course, "--results", course / "ours")
+        assert done.returncode == 0, done.stderr
+        ours = {s: {p: v["score"] for p, v in r["extra_data"]["parts"].items()}
+                for s, r in results_of(course / "ours").items()}
+        found[assignment] = (theirs, ours)
+    return found
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_nbgrader_and_the_sandboxed_grader_give_every_part_the_same_score(both_ways, assignment):
+    theirs, ours = both_ways[assignment]
+    assert set(theirs) == set(ours)
+    disagreements = {student: (theirs[student], ours[student]) for student in theirs
+                     if theirs[student] != ours[student]}
+    assert disagreements == {}

@@ -1,0 +1,67 @@
+"""Grade an exercise's reference, blank release and catalogue entries in-process (developer aid).
+
+    python tools/try_suite.py ex2_layernorm            # reference, blank, every catalogue entry
+    python tools/try_suite.py ex2_layernorm -v         # also each failing test's message
+"""
+
+import argparse
+import contextlib
+import io
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from autograder import run  # noqa: E402
+from autograder.checks import Submission  # noqa: E402
+from autograder.kernel import local_transport  # noqa: E402
+from autograder.sandboxed.executor import Executor  # noqa: E402
+from catalogue import catalogue, variants  # noqa: E402
+from grading import blank, max_scores, reference, runnable_cells, with_cell  # noqa: E402
+
+
+def show(label, assignment, notebook, verbose):
+    start = time.perf_counter()
+    executor = Executor(block=run.blocked(assignment))
+    with contextlib.redirect_stdout(io.StringIO()):
+        executor.handle({"op": "exec", "cells": [{"label": str(i), "source": s}
+                                                 for i, s in enumerate(runnable_cells(notebook))]})
+        scores = run.grade(assignment, Submission(local_transport(executor)))
+    print(f"{label:40s} {time.perf_counter() - start:5.2f}s " + "  ".join(f"{s.name}={s.score:g}/{s.max_score:g}" for s in scores))
+    if verbose:
+        for s in scores:
+            for o in s.outcomes:
+                if not o.passed:
+                    print(f"    {s.name}.{o.name}: {o.status}: {o.message}")
+    return {s.name: s.score for s in scores}
+
+
+def main():
+    import torch
+
+    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("assignment")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    full = max_scores(args.assignment)
+    show("reference", args.assignment, reference(args.assignment), args.verbose)
+    show("blank release", args.assignment, blank(args.assignment), args.verbose)
+    for right in variants():
+        if right.assignment == args.assignment:
+            got = show("RIGHT " + right.what, args.assignment,
+                       with_cell(right.assignment, right.cell, right.source), args.verbose)
+            print("    " + ("ok" if got == full else "PROBLEM: a correct variant lost points"))
+    for wrong in catalogue():
+        if wrong.assignment == args.assignment:
+            got = show(wrong.what, args.assignment, with_cell(wrong.assignment, wrong.cell, wrong.source),
+                       args.verbose)
+            ok = got.get(wrong.loses, 0) < full.get(wrong.loses, 0) and all(
+                got[p] == full[p] for p in full if p != wrong.loses)
+            print("    " + ("ok" if ok else f"PROBLEM: expected a loss on {wrong.loses} only"))
+
+
+if __name__ == "__main__":
+    main()
