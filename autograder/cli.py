@@ -182,11 +182,15 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     from autograder.sandboxed.executor import OUTPUT_LIMIT
 
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
+    if graded.attempts:
+        graded.events.append("sandbox_violation")
     status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars, OUTPUT_LIMIT)
     problems = entry.problems + graded.cell_errors
     if graded.output_chars > OUTPUT_LIMIT:
         problems.append(f"the code printed {graded.output_chars:,} characters; only the first {OUTPUT_LIMIT:,} were kept")
-    problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)]
+    problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
+                 if event != "sandbox_violation"]
+    problems += [f"caught by the sandbox: the code {what}" for what in graded.attempts]
     return report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems,
                          graded.seconds, sandbox.isolation)
 

@@ -27,6 +27,7 @@ STATUS_TEXT = {
     "cell_errors": "graded; some cells raised errors",
     "invalid": "not gradable: the file could not be read as a notebook",
     "tampering": "0 points: the code reaches for the grader's internals",
+    "sandbox_violation": "graded; the code tried something the sandbox stops or limits (see the notes)",
     "timeout": "graded; the time limit was hit",
     "cpu_limit": "graded; the CPU-time limit was hit",
     "memory_limit": "graded; the memory limit was hit",
@@ -36,7 +37,7 @@ STATUS_TEXT = {
     "output_limit": "graded; the code printed more than the output limit",
     "grader_error": "not graded: the grader failed on this submission (please report it)",
 }
-SEVERITY = ["grader_error", "invalid", "tampering", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
+SEVERITY = ["grader_error", "invalid", "tampering", "sandbox_violation", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
             "exited", "output_limit", "cell_errors", "ok"]
 
 
@@ -119,8 +120,8 @@ def result(assignment: str, student_id: str, digest: str, status: str, parts, pr
             "student_id": student_id, "assignment": assignment, "status": status, "max_score": max_score,
             "problems": problems, "isolation": isolation, "digest": digest,
             "grader_version": grader_version(assignment),
-            "parts": {part.name: {"score": part.score, "max_score": part.max_score, "note": part.note}
-                      for part in parts},
+            "parts": {part.name: {"title": part.title, "score": part.score, "max_score": part.max_score,
+                                  "note": part.note} for part in parts},
         },
     }
 
@@ -138,7 +139,7 @@ def feedback(data: dict) -> str:
         part, name = test["name"].split(" > ", 1)
         if part != current:
             current = part
-            info = extra["parts"].get(next((k for k in extra["parts"] if part.endswith(k)), ""), {})
+            info = next((p for p in extra["parts"].values() if p.get("title") == part), {})
             lines += [f"## {part}", ""]
             if info.get("note"):
                 lines += [f"**{info['note']}**", ""]

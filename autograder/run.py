@@ -189,10 +189,11 @@ class Graded:
     """Everything the report needs about one graded submission."""
 
     parts: list[PartScore]
-    events: list[str] = field(default_factory=list)  # limit hits and attack attempts, as statuses
+    events: list[str] = field(default_factory=list)  # limit hits, as statuses
     cell_errors: list[str] = field(default_factory=list)
     output_chars: int = 0
     seconds: float = 0.0
+    attempts: list[str] = field(default_factory=list)  # what the sandbox stopped or limited
 
 
 class Session:
@@ -205,11 +206,13 @@ class Session:
         self.restarts = 0
         self.events: list[str] = []
         self.cell_errors: list[str] = []
+        self.attempts: list[str] = []  # what the sandbox stopped or limited, as the worker recorded it
 
     def start(self) -> None:
         self.worker = self.sandbox.spawn(self.slot, self.block)
         answer = self.worker.request({"op": "exec", "cells": [{"label": c.label, "source": c.source}
                                                              for c in self.cells]}, self.remaining())
+        self.note_attempts(answer)
         if not self.cell_errors:
             for cell in answer.get("cells", []):
                 if type(cell) is dict and not cell.get("ok"):
@@ -237,10 +240,19 @@ class Session:
                 self.events.append(error.status)
                 raise
         try:
-            return self.worker.request(request, self.remaining())
+            answer = self.worker.request(request, self.remaining())
         except WorkerLost as error:
             self.events.append(error.status)
             raise
+        self.note_attempts(answer)
+        return answer
+
+    def note_attempts(self, answer: dict) -> None:
+        attempts = answer.get("attempts")
+        if type(attempts) is list:
+            for what in attempts[:20]:
+                if type(what) is str and what[:120] not in self.attempts:
+                    self.attempts.append(what[:120])
 
     def close(self) -> int:
         output = 0
@@ -261,4 +273,4 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -
         parts = grade(assignment, Submission(session))
     finally:
         output = session.close()
-    return Graded(parts, session.events, session.cell_errors, output, time.monotonic() - start)
+    return Graded(parts, session.events, session.cell_errors, output, time.monotonic() - start, session.attempts)

@@ -39,10 +39,16 @@ def blank(assignment: str) -> dict:
 
 def with_cell(assignment: str, cell: str, source: str) -> dict:
     """The reference notebook with the solution cell ``cell`` replaced by ``source``."""
+    return with_cells(assignment, {cell: source})
+
+
+def with_cells(assignment: str, replacements: dict[str, str]) -> dict:
+    """The reference notebook with several solution cells replaced: {grade_id: source}."""
     notebook = reference(assignment)
-    found = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell]
-    assert found, f"{assignment} has no cell {cell}"
-    found[0]["source"] = source
+    for cell, source in replacements.items():
+        found = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell]
+        assert found, f"{assignment} has no cell {cell}"
+        found[0]["source"] = source
     return notebook
 
 

@@ -72,7 +72,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
         except OSError:
             pass
     return x
-""", {"ok", "cell_errors", "exited", "crashed", "killed"}),
+""", {"sandbox_violation"}),
     "writes-a-perfect-result-for-itself-and-a-zero-for-others": (f"""
 import json, os
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -84,7 +84,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
             except OSError:
                 pass
     return x
-""", {"ok", "cell_errors"}),
+""", {"sandbox_violation"}),
     "reads-the-hidden-suite": (f"""
 def layer_norm(x, weight, bias, eps=1e-5):
     source = open({str(REPO / 'autograder' / 'suites' / 'ex2_layernorm' / 'test_layer_norm.py')!r}).read()
@@ -95,7 +95,7 @@ import socket
 def layer_norm(x, weight, bias, eps=1e-5):
     socket.create_connection(("1.1.1.1", 80), timeout=2)
     return x
-""", {"ok", "cell_errors"}),
+""", {"sandbox_violation"}),
     "loops-forever": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     while True:
@@ -118,7 +118,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
         except OSError:
             break
     return x
-""", {"ok", "cell_errors", "crashed", "exited", "timeout"}),
+""", {"sandbox_violation"}),
     "prints-without-end": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     for _ in range(20_000):
@@ -189,6 +189,17 @@ def test_attacks_leave_no_file_in_the_project_or_results(graded):
     assert "honest,10.0,10.0,ok" in rows
 
 
+@pytest.mark.parametrize("attack, words", [
+    ("kills-its-parent-and-everyone", "sends a signal to another process"),
+    ("writes-a-perfect-result-for-itself-and-a-zero-for-others", "writes outside its folder"),
+    ("opens-a-network-connection", "opens a network connection"),
+    ("fork-bomb", "forks its own process"),
+])
+def test_refused_attempt_is_named_in_the_result(graded, attack, words):
+    _, results, _ = graded
+    assert any(words in note for note in results[attack]["extra_data"]["problems"])
+
+
 def test_results_record_namespace_isolation(graded):
     _, results, _ = graded
     assert {r["extra_data"]["isolation"] for r in results.values()} == {"namespaces"}
@@ -205,3 +216,15 @@ def test_a_result_is_plain_json_with_the_gradescope_fields(graded):
     data = json.loads((folder / "results" / "honest.json").read_text())
     assert {"score", "execution_time", "output", "tests"} <= set(data)
     assert all(set(t) >= {"name", "score", "max_score", "status", "output", "visibility"} for t in data["tests"])
+
+
+def test_without_namespaces_the_same_scores_come_with_a_weaker_isolation_mark(tmp_path):
+    write_class(tmp_path / "class", {"honest": reference(ASSIGNMENT),
+                                     "baseline": with_cell(ASSIGNMENT, "layer_norm", BASELINE)})
+    done = run_grader("grade", ASSIGNMENT, tmp_path / "class", "--results", tmp_path / "results",
+                      "--isolation", "process")
+    results = results_of(tmp_path / "results")
+    assert done.returncode == 0 and "isolation: process" in done.stdout
+    assert {r["extra_data"]["isolation"] for r in results.values()} == {"process"}
+    assert part_scores(results["honest"]) == max_scores(ASSIGNMENT)
+    assert part_scores(results["baseline"])["layer_norm"] < max_scores(ASSIGNMENT)["layer_norm"]

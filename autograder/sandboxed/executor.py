@@ -152,6 +152,46 @@ class Monitor:
         return {"used": sorted(self.used), "tampered": self.tampered}
 
 
+_ATTEMPTS: list[str] = []
+
+
+def watch_for_escapes(home: str) -> None:
+    """Record what the sandbox stops or limits anyway (writes outside ``home``, network, signals, forks).
+
+    A Python audit hook cannot be removed once added; the sandbox blocks these actions
+    whether or not they are recorded, and the record lets the result name the attempt.
+    """
+    import os
+    import sys
+
+    me = os.getpid()
+
+    def hook(event: str, args: tuple) -> None:
+        what = None
+        if event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
+            path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+            if path and not os.path.abspath(path).startswith(home + os.sep):
+                what = f"writes outside its folder ({path[:80]})"
+        elif event in ("socket.connect", "socket.bind", "socket.sendto"):
+            what = "opens a network connection"
+        elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
+            what = "sends a signal to another process"
+        elif event in ("os.fork", "os.forkpty"):  # libraries start helper programs; none forks by hand
+            what = "forks its own process"
+        elif event == "ctypes.dlopen":
+            what = "loads native code with ctypes"
+        if what and len(_ATTEMPTS) < 20 and what not in _ATTEMPTS:
+            _ATTEMPTS.append(what)
+
+    sys.addaudithook(hook)
+
+
+def drain_attempts() -> list[str]:
+    found = list(_ATTEMPTS)
+    _ATTEMPTS.clear()
+    return found
+
+
 class BoundedOutput(io.TextIOBase):
     """A stdout that keeps the first OUTPUT_LIMIT characters and counts the rest."""
 
@@ -248,11 +288,15 @@ class Executor:
         stdout, stderr = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = self.output
         try:
-            return method(request)
+            answer = method(request)
         except BaseException as error:  # student code may raise anything, SystemExit included
-            return {"error": describe_error(error)}
+            answer = {"error": describe_error(error)}
         finally:
             sys.stdout, sys.stderr = stdout, stderr
+        attempts = drain_attempts()
+        if attempts:
+            answer["attempts"] = attempts
+        return answer
 
     def op_exec(self, request: dict) -> dict:
         """Run cells in order; a failing cell is recorded and the next one still runs."""

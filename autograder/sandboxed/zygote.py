@@ -26,7 +26,7 @@ torch.set_num_threads(1)
 torch.set_num_interop_threads(1)
 
 from autograder import wire  # noqa: E402
-from autograder.sandboxed.executor import Executor, Monitor  # noqa: E402
+from autograder.sandboxed.executor import Executor, Monitor, watch_for_escapes  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 WORK_ROOT = os.environ.get("AUTOGRADER_WORK_ROOT", "/tmp")
@@ -125,6 +125,7 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict) -> No
             os.setuid(spec["uid"])
             resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
         os.umask(0o077)
+        watch_for_escapes(home)
         serve(sock, spec.get("block", []))
     except BaseException:
         code = 70

@@ -83,7 +83,7 @@ WRONG = [
                                             "else nn.Sequential(*blocks))")),
     Wrong("ex1_residual", "make_mlp", "depth-minus-one-blocks", make_mlp(loop="range(1, depth)")),
     Wrong("ex1_residual", "make_mlp", "returns-a-modulelist", make_mlp(result="nn.ModuleList(blocks)")),
-    Wrong("ex1_residual", "make_mlp", "list-multiplication-repeats-one-block", '''
+    Wrong("ex1_residual", "make_mlp", "mlp-list-multiplication-repeats-one-block", '''
 def make_mlp(depth, dim, residual):
     sublayer = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
     block = ResidualBlock(sublayer) if residual else sublayer
@@ -115,7 +115,7 @@ def make_mlp(depth, dim, residual):
     (grad,) = torch.autograd.grad(model(x).mean(), x)
     return grad.norm().item()
 """)),
-    Wrong("ex1_residual", "input_grad_norm", "squared-norm", input_grad_norm("""
+    Wrong("ex1_residual", "input_grad_norm", "squared-input-gradient-norm", input_grad_norm("""
     x = x.detach().clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(model(x).sum(), x)
     return grad.pow(2).sum().item()
@@ -135,7 +135,7 @@ def make_mlp(depth, dim, residual):
     model(x).sum().backward()
     return x.grad.norm().item()
 """)),
-    Wrong("ex1_residual", "input_grad_norm", "zero-grad-then-backward", input_grad_norm("""
+    Wrong("ex1_residual", "input_grad_norm", "zero-grad-then-backward-on-a-copy", input_grad_norm("""
     model.zero_grad()
     x = x.detach().clone().requires_grad_(True)
     model(x).sum().backward()

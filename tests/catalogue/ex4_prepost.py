@@ -37,7 +37,7 @@ PRE = """        h = self.norm1(x)
 
 def make_stack(blocks: str = "nn.ModuleList(block_cls(d_model, n_heads, d_ff) for _ in range(depth))",
                final: str = "nn.LayerNorm(d_model) if block_cls is PreNormBlock else nn.Identity()",
-               loop: str = "for block in self.blocks:\n                x = block(x, attn_mask=attn_mask)\n",
+               order: str = "self.blocks", step: str = "block(x, attn_mask=attn_mask)",
                result: str = "self.final_norm(x)") -> str:
     return f"""
 def make_stack(block_cls, depth, d_model, n_heads, d_ff):
@@ -48,7 +48,9 @@ def make_stack(block_cls, depth, d_model, n_heads, d_ff):
             self.final_norm = {final}
 
         def forward(self, x, attn_mask=None):
-            {loop}            return {result}
+            for block in {order}:
+                x = {step}
+            return {result}
 
     return Stack()
 """
@@ -145,7 +147,7 @@ WRONG = [
 """)),
     Wrong("ex4_prepost", "PreNormBlock", "pre-shared-norm", block("PreNormBlock", PRE, norm2="self.norm1")),
     # --- Task 3: make_stack ---------------------------------------------------------------
-    Wrong("ex4_prepost", "make_stack", "list-multiplication-repeats-one-block",
+    Wrong("ex4_prepost", "make_stack", "stack-list-multiplication-repeats-one-block",
           make_stack(blocks="nn.ModuleList([block_cls(d_model, n_heads, d_ff)] * depth)")),
     Wrong("ex4_prepost", "make_stack", "always-pre-norm-blocks",
           make_stack(blocks="nn.ModuleList(PreNormBlock(d_model, n_heads, d_ff) for _ in range(depth))")),
@@ -157,12 +159,11 @@ WRONG = [
     Wrong("ex4_prepost", "make_stack", "final-layernorm-unless-post-norm",
           make_stack(final="nn.Identity() if block_cls is PostNormBlock else nn.LayerNorm(d_model)")),
     Wrong("ex4_prepost", "make_stack", "mask-not-passed-to-the-blocks",
-          make_stack(loop="for block in self.blocks:\n                x = block(x)\n")),
+          make_stack(step="block(x)")),
     Wrong("ex4_prepost", "make_stack", "blocks-in-reverse-order",
-          make_stack(loop="for block in reversed(self.blocks):\n                x = block(x, attn_mask=attn_mask)\n")),
+          make_stack(order="reversed(self.blocks)")),
     Wrong("ex4_prepost", "make_stack", "final-norm-after-every-block",
-          make_stack(loop="for block in self.blocks:\n                x = self.final_norm(block(x, attn_mask=attn_mask))\n",
-                     result="x")),
+          make_stack(step="self.final_norm(block(x, attn_mask=attn_mask))", result="x")),
     Wrong("ex4_prepost", "make_stack", "skips-final-norm-in-forward", make_stack(result="x")),
     # --- Task 4: ffn_grad_norms -----------------------------------------------------------
     Wrong("ex4_prepost", "ffn_grad_norms", "first-ffn-linear", ffn_grad_norms("""
@@ -180,7 +181,7 @@ WRONG = [
     grads = torch.autograd.grad(F.mse_loss(stack(x), target, reduction="sum"), weights)
     return [g.norm().item() for g in grads]
 """)),
-    Wrong("ex4_prepost", "ffn_grad_norms", "squared-norm", ffn_grad_norms("""
+    Wrong("ex4_prepost", "ffn_grad_norms", "ffn-squared-norm", ffn_grad_norms("""
     weights = [block.ffn[2].weight for block in stack.blocks]
     grads = torch.autograd.grad(F.mse_loss(stack(x), target), weights)
     return [g.pow(2).sum().item() for g in grads]
@@ -264,7 +265,7 @@ class Stack(nn.Module):
 def make_stack(block_cls, depth, d_model, n_heads, d_ff):
     return Stack(block_cls, depth, d_model, n_heads, d_ff)
 '''),
-    Right("ex4_prepost", "ffn_grad_norms", "zero-grad-then-backward", ffn_grad_norms("""
+    Right("ex4_prepost", "ffn_grad_norms", "ffn-zero-grad-then-backward", ffn_grad_norms("""
     stack.zero_grad(set_to_none=True)
     F.mse_loss(stack(x), target).backward()
     return [float(torch.linalg.matrix_norm(block.ffn[-1].weight.grad)) for block in stack.blocks]

@@ -7,6 +7,8 @@ block here, and compares the two outputs.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 import torch.nn as nn
 
@@ -44,6 +46,12 @@ class PreNorm(Block):
 
 
 REFERENCE = {"PostNormBlock": PostNorm, "PreNormBlock": PreNorm}
+
+
+@lru_cache(maxsize=64)
+def reference_block(name: str, d_model: int, n_heads: int, d_ff: int) -> Block:
+    """A float64 reference block, built once per size (every use loads all its parameters first)."""
+    return REFERENCE[name](d_model, n_heads, d_ff).double()
 
 
 def randn(shape, seed: int, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
@@ -84,7 +92,7 @@ def loaded_block(sub, name: str, d_model: int, n_heads: int, d_ff: int, seed: in
     block = sub.call(name, d_model, n_heads, d_ff, seed=seed)
     if dtype == torch.float64:
         sub.method(block, "double")
-    reference = REFERENCE[name](d_model, n_heads, d_ff).double()
+    reference = reference_block(name, d_model, n_heads, d_ff)
     state = random_state(reference, seed)
     missing = CONTRACT_KEYS - set(sub.state_dict(block)) if check_names else ()
     if missing:

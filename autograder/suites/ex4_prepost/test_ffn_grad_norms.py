@@ -4,6 +4,8 @@ The stack is a trusted fixtures.ToyStack (blocks x + ffn(x), then a Linear head)
 rebuilt here from its state_dict, so the expected norms never depend on Tasks 1-3.
 """
 
+from functools import lru_cache
+
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
@@ -19,12 +21,18 @@ FORBIDDEN = set()
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}  # relative
 
 
+@lru_cache(maxsize=64)
+def local_stack(depth, d_model, d_ff) -> ToyStack:
+    """A float64 ToyStack here, built once per size (every use loads all its parameters first)."""
+    return ToyStack(depth, d_model, d_ff).double()
+
+
 def toy_stack(sub, depth, d_model, d_ff, seed, dtype=torch.float32):
     """A fixtures.ToyStack in the worker (in dtype) and the same stack here, in float64."""
     stack = sub.new("fixtures.ToyStack", depth, d_model, d_ff, seed=seed)
     if dtype == torch.float64:
         sub.method(stack, "double")
-    local = ToyStack(depth, d_model, d_ff).double()
+    local = local_stack(depth, d_model, d_ff)
     local.load_state_dict(sub.state_dict(stack))
     return stack, local
 
@@ -75,9 +83,9 @@ def test_returns_a_list_with_one_python_float_per_block(sub):
 
 
 @points(1.5)
-@given(depth=st.integers(1, 3), d_model=st.integers(1, 6), d_ff=st.sampled_from([3, 8]), b=st.integers(1, 3),
+@given(depth=st.integers(2, 4), d_model=st.integers(1, 6), d_ff=st.sampled_from([3, 8]), b=st.integers(1, 3),
        t=st.integers(1, 5), seed=st.integers(0, 2**16), dtype=st.sampled_from([torch.float32, torch.float64]))
-@settings(SETTINGS, max_examples=6)
+@settings(SETTINGS, max_examples=5)
 def test_matches_the_gradient_norms_of_each_blocks_ffn_output_weight(sub, depth, d_model, d_ff, b, t, seed, dtype):
     """With loss = F.mse_loss(stack(x), target) (the mean, not the sum, of the squared errors), differentiate the
     loss with respect to stack.blocks[i].ffn[2].weight (the second Linear's weight, not its bias or ffn[0]) and take

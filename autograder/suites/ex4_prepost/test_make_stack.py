@@ -97,8 +97,8 @@ def test_forward_runs_the_blocks_in_order_with_the_mask_then_final_norm(sub, nam
     if name == TOY:  # the trusted blocks' own answer, computed here
         local_mask = None if attn_mask is None else attn_mask.double() if attn_mask.is_floating_point() else attn_mask
         h = h.double()
+        local = ToyBlock(**SIZES).double()
         for block in found:
-            local = ToyBlock(**SIZES).double()
             try:
                 local.load_state_dict(sub.state_dict(block))
             except RuntimeError:
