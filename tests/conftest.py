@@ -1,6 +1,7 @@
 """Shared fixtures: the repository, and one strict build of the book per test session."""
 
 import json
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -10,7 +11,32 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "_ext"))
+sys.path.insert(0, str(REPO / "chapters"))
 from book_build import BookBuild, build_book  # noqa: E402
+from quiz import Quiz, parse_quiz  # noqa: E402
+
+QUIZ_BLOCK = re.compile(r"^:::\{quiz\}\n(.*?)^:::$", re.M | re.S)
+
+
+def quizzes_in(source: Path) -> list[Quiz]:
+    """The {quiz} blocks of a MyST chapter, in order, parsed by the book's own quiz extension."""
+    return [parse_quiz(body) for body in QUIZ_BLOCK.findall(source.read_text())]
+
+
+def make_mini_book(source, chapters=(), **sphinx_config):
+    """A small book with this repository's configuration and extensions, plus ``sphinx_config``."""
+    (source / "chapters").mkdir(parents=True)
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    config["sphinx"]["config"].update(sphinx_config)
+    (source / "_config.yml").write_text(yaml.safe_dump(config))
+    (source / "_ext").mkdir()
+    for extension in (REPO / "_ext").glob("*.py"):
+        (source / "_ext" / extension.name).write_text(extension.read_text())
+    (source / "intro.md").write_text("# Intro\n")
+    entries = "".join(f"\n  - file: {chapter}" for chapter in chapters)
+    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n" + (f"chapters:{entries}\n" if chapters else ""))
+    return source
 
 
 @pytest.fixture(scope="session")

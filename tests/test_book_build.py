@@ -4,9 +4,8 @@ import json
 import textwrap
 
 import pytest
-import yaml
 from book_build import build_book
-from conftest import REPO
+from conftest import make_mini_book
 
 
 def test_strict_build_has_zero_warnings(book):
@@ -24,32 +23,34 @@ def test_every_chapter_in_the_toc_is_executed(executed_notebooks):
     assert missing == []
 
 
+def code_cells(path):
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def tags(cell):
+    return cell["metadata"].get("tags", [])
+
+
 def test_every_code_cell_of_every_chapter_ran_without_error(executed_notebooks):
     for chapter, path in executed_notebooks.items():
-        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        cells = code_cells(path)
         assert cells, f"{chapter} has no code cells"
-        assert all(c["execution_count"] is not None for c in cells), f"{chapter}: a cell did not run"
+        to_run = [c for c in cells if "skip-execution" not in tags(c)]
+        assert all(c["execution_count"] is not None for c in to_run), f"{chapter}: a cell did not run"
         errors = [o for c in cells for o in c["outputs"] if o["output_type"] == "error"]
         assert errors == [], f"{chapter} raised: {errors[0]['ename'] if errors else ''}"
+
+
+def test_only_cells_left_out_of_the_book_skip_execution(executed_notebooks):
+    """A cell for Jupyter only (the ipywidgets explorer) may skip the build, but the book never shows it."""
+    for chapter, path in executed_notebooks.items():
+        skipped = [c for c in code_cells(path) if "skip-execution" in tags(c)]
+        assert all("remove-cell" in tags(c) and c["execution_count"] is None for c in skipped), chapter
 
 
 def test_every_chapter_is_rendered_to_html(book, toc_chapters):
     for chapter in toc_chapters:
         assert (book.html / f"{chapter}.html").exists()
-
-
-def make_mini_book(source, chapters=(), **sphinx_config):
-    """A small book with this repository's configuration and extensions, plus ``sphinx_config``."""
-    (source / "chapters").mkdir(parents=True)
-    config = yaml.safe_load((REPO / "_config.yml").read_text())
-    config["sphinx"]["config"].update(sphinx_config)
-    (source / "_config.yml").write_text(yaml.safe_dump(config))
-    (source / "_ext").mkdir()
-    (source / "_ext" / "offline_assets.py").write_text((REPO / "_ext" / "offline_assets.py").read_text())
-    (source / "intro.md").write_text("# Intro\n")
-    entries = "".join(f"\n  - file: {chapter}" for chapter in chapters)
-    (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n" + (f"chapters:{entries}\n" if chapters else ""))
-    return source
 
 
 def test_a_script_from_a_cdn_fails_the_build(tmp_path):

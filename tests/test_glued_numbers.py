@@ -69,10 +69,19 @@ def test_scratch_layer_norm_matches_torch_to_float32_precision(glued):
     assert 0.0 <= float(glued["scratch_max_abs_diff"]) < 1e-5
 
 
+def test_explorer_function_matches_torch_layer_norm_to_float64_rounding(glued):
+    assert 0.0 <= float(glued["explorer_torch_max_abs_diff"]) < 1e-12
+
+
+def test_injected_instability_leaves_less_of_the_identity_in_the_normalized_vector(glued):
+    assert float(glued["explorer_cos_unstable"]) < float(glued["explorer_cos_stable"]) - 0.1
+
+
 @pytest.mark.parametrize(
     "name",
     ["ln5_mu", "ln5_var", "ln5_sigma", "ln5_xhat", "ln4_mu", "ln4_var", "ln4_xhat",
-     "addnorm_sum", "addnorm_mu", "addnorm_var", "addnorm_xhat", "scratch_max_abs_diff"],
+     "addnorm_sum", "addnorm_mu", "addnorm_var", "addnorm_xhat", "scratch_max_abs_diff",
+     "explorer_torch_max_abs_diff", "explorer_cos_stable", "explorer_cos_unstable"],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)

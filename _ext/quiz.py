@@ -1,0 +1,214 @@
+"""Self-check quizzes for the book: a ``{quiz}`` directive rendered as static HTML.
+
+One directive is one multiple-choice question. Its body is YAML::
+
+    :::{quiz}
+    question: Which axis does LayerNorm average over?
+    answers:
+      - text: The batch axis.
+        why: That is BatchNorm ...
+      - text: The features of one token.
+        right: true
+        why: Each token is normalized with its own mean and variance ...
+    :::
+
+``question`` and every ``why`` are MyST Markdown, every ``text`` is inline MyST. A quiz
+needs at least two answers, exactly one of them right, and an explanation for each:
+anything else fails the (strict) build. _static/quiz.js shows, when a reader picks an
+answer, whether it is right, with an icon and a word rather than colour alone, and the
+explanation of that answer. Nothing is graded, sent or stored.
+"""
+
+from dataclasses import dataclass
+
+import yaml
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+
+LETTERS = "ABCDEFGH"  # answers are labelled A., B., ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    why: str
+    right: bool
+
+
+@dataclass(frozen=True)
+class Quiz:
+    question: str
+    answers: tuple[Answer, ...]
+
+
+def parse_quiz(body: str) -> Quiz:
+    """The question and answers of a ``{quiz}`` body; ValueError says what is wrong with it."""
+    try:
+        data = yaml.safe_load(body)
+    except yaml.YAMLError as error:
+        raise ValueError(f"the quiz body is not valid YAML: {error}") from None
+    if not isinstance(data, dict) or set(data) != {"question", "answers"}:
+        raise ValueError("a quiz has exactly two keys, 'question' and 'answers'")
+    if not isinstance(data["question"], str) or not data["question"].strip():
+        raise ValueError("the question is empty")
+    if not isinstance(data["answers"], list) or not 2 <= len(data["answers"]) <= len(LETTERS):
+        raise ValueError(f"a quiz needs from two to {len(LETTERS)} answers")
+    answers = []
+    for number, item in enumerate(data["answers"], start=1):
+        if not isinstance(item, dict) or not set(item) <= {"text", "why", "right"}:
+            raise ValueError(f"answer {number} may only have the keys 'text', 'why' and 'right'")
+        text, why, right = str(item.get("text") or "").strip(), str(item.get("why") or "").strip(), item.get("right", False)
+        if not text:
+            raise ValueError(f"answer {number} has no text")
+        if not why:
+            raise ValueError(f"answer {number} has no explanation ('why')")
+        if not isinstance(right, bool):
+            raise ValueError(f"answer {number}: 'right' must be true or false")
+        answers.append(Answer(text, why, right))
+    if sum(answer.right for answer in answers) != 1:
+        raise ValueError("a quiz needs exactly one right answer")
+    return Quiz(data["question"].strip(), tuple(answers))
+
+
+# ---- doctree nodes, rendered as HTML by the visitors below -----------------------------------
+
+
+class quiz(nodes.General, nodes.Element):
+    """One question: attributes ``ids`` and ``number``."""
+
+
+class quiz_question(nodes.General, nodes.Element):
+    """The question's text."""
+
+
+class quiz_answers(nodes.General, nodes.Element):
+    """The group of answers."""
+
+
+class quiz_answer(nodes.General, nodes.Element):
+    """One answer's label: attributes ``quiz_id``, ``index``, ``right``."""
+
+
+class quiz_feedbacks(nodes.General, nodes.Element):
+    """The live region that holds the feedback of every answer."""
+
+
+class quiz_feedback(nodes.General, nodes.Element):
+    """The verdict and explanation of one answer, hidden until it is picked."""
+
+
+class QuizDirective(SphinxDirective):
+    has_content = True
+
+    def run(self):
+        try:
+            parsed = parse_quiz("\n".join(self.content))
+        except ValueError as error:
+            raise self.error(f"{{quiz}}: {error}") from None
+        number = self.env.new_serialno("quiz") + 1
+        quiz_id = f"quiz-{number}"
+        node = quiz(ids=[quiz_id], number=number)
+        self.set_source_info(node)
+
+        question = quiz_question(ids=[f"{quiz_id}-question"])
+        self.state.nested_parse(StringList(parsed.question.splitlines()), self.content_offset, question)
+        node += question
+
+        answers = quiz_answers(labelledby=f"{quiz_id}-question")
+        for index, answer in enumerate(parsed.answers):
+            label = quiz_answer(quiz_id=quiz_id, index=index, right=answer.right, letter=LETTERS[index])
+            inline, messages = self.state.inline_text(answer.text, self.lineno)
+            label.extend(inline)
+            label.extend(messages)
+            answers += label
+        node += answers
+
+        feedbacks = quiz_feedbacks()
+        for index, answer in enumerate(parsed.answers):
+            feedback = quiz_feedback(index=index, right=answer.right)
+            self.state.nested_parse(StringList(answer.why.splitlines()), self.content_offset, feedback)
+            feedbacks += feedback
+        node += feedbacks
+        return [node]
+
+
+def visit_quiz(self, node):
+    self.body.append(
+        f'<div class="quiz" id="{node["ids"][0]}" data-quiz>'
+        f'<p class="quiz-number">Question {node["number"]}</p>'
+    )
+
+
+def depart_quiz(self, node):
+    self.body.append("</div>\n")
+
+
+def visit_quiz_question(self, node):
+    self.body.append(f'<div class="quiz-question" id="{node["ids"][0]}">')
+
+
+def depart_quiz_question(self, node):
+    self.body.append("</div>")
+
+
+def visit_quiz_answers(self, node):
+    self.body.append(f'<fieldset class="quiz-answers" aria-labelledby="{node["labelledby"]}">')
+
+
+def depart_quiz_answers(self, node):
+    self.body.append("</fieldset>")
+
+
+def visit_quiz_answer(self, node):
+    answer_id = f'{node["quiz_id"]}-{node["index"]}'
+    self.body.append(
+        f'<div class="quiz-answer" data-index="{node["index"]}">'
+        f'<input type="radio" name="{node["quiz_id"]}" id="{answer_id}" value="{node["index"]}"'
+        f' data-right="{str(node["right"]).lower()}">'
+        f'<label for="{answer_id}"><span class="quiz-letter">{node["letter"]}.</span> '
+    )
+
+
+def depart_quiz_answer(self, node):
+    self.body.append('</label><span class="quiz-mark" aria-hidden="true"></span></div>')
+
+
+def visit_quiz_feedbacks(self, node):
+    self.body.append('<div class="quiz-feedbacks" aria-live="polite">')
+
+
+def depart_quiz_feedbacks(self, node):
+    self.body.append("</div>")
+
+
+def visit_quiz_feedback(self, node):
+    verdict = ("quiz-right", "✓", "Right.") if node["right"] else ("quiz-wrong", "✗", "Not quite.")
+    self.body.append(
+        f'<div class="quiz-feedback {verdict[0]}" data-index="{node["index"]}" hidden>'
+        f'<p class="quiz-verdict"><span class="quiz-icon" aria-hidden="true">{verdict[1]}</span> {verdict[2]}</p>'
+    )
+
+
+def depart_quiz_feedback(self, node):
+    self.body.append("</div>")
+
+
+def skip(self, node):
+    """Formats without JavaScript (LaTeX, text, ...) leave the quizzes out."""
+    raise nodes.SkipNode
+
+
+def setup(app):
+    for node, visit, depart in [
+        (quiz, visit_quiz, depart_quiz),
+        (quiz_question, visit_quiz_question, depart_quiz_question),
+        (quiz_answers, visit_quiz_answers, depart_quiz_answers),
+        (quiz_answer, visit_quiz_answer, depart_quiz_answer),
+        (quiz_feedbacks, visit_quiz_feedbacks, depart_quiz_feedbacks),
+        (quiz_feedback, visit_quiz_feedback, depart_quiz_feedback),
+    ]:
+        others = {fmt: (skip, None) for fmt in ("latex", "text", "man", "texinfo")} if node is quiz else {}
+        app.add_node(node, html=(visit, depart), **others)
+    app.add_directive("quiz", QuizDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

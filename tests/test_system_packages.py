@@ -1,0 +1,65 @@
+"""tools/install_system_packages.sh installs chromium and bubblewrap when, and only when, they are missing.
+
+The script runs against stand-in commands on a PATH of their own: a fake apt-get that
+records its arguments, and a fake id that says who runs it.
+"""
+
+import subprocess
+
+import pytest
+from conftest import REPO
+
+SCRIPT = REPO / "tools" / "install_system_packages.sh"
+
+
+@pytest.fixture
+def fake_system(tmp_path):
+    """make(installed=(), uid=0) -> run(): the script's result and the apt-get calls it made."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt-get.log"
+    bin_dir.mkdir()
+
+    def tool(name, body):
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+
+    def make(installed=(), uid=0):
+        tool("apt-get", f'echo "$*" >> {log}')
+        tool("id", f"echo {uid}")
+        for name in installed:
+            tool(name, "exit 0")
+
+        def run():
+            result = subprocess.run(["/bin/bash", str(SCRIPT)], env={"PATH": str(bin_dir)},
+                                    capture_output=True, text=True)
+            calls = log.read_text().splitlines() if log.exists() else []
+            return result, calls
+
+        return run
+
+    return make
+
+
+def test_installs_both_packages_when_both_are_missing(fake_system):
+    result, calls = fake_system()()
+    assert result.returncode == 0, result.stderr
+    assert calls == ["update -q", "install -y -q --no-install-recommends chromium bubblewrap"]
+
+
+def test_installs_only_the_missing_package(fake_system):
+    result, calls = fake_system(installed=["bwrap"])()
+    assert result.returncode == 0, result.stderr
+    assert calls[-1] == "install -y -q --no-install-recommends chromium"
+
+
+def test_does_nothing_when_everything_is_installed(fake_system):
+    result, calls = fake_system(installed=["chromium", "bwrap"])()
+    assert result.returncode == 0
+    assert calls == []
+
+
+def test_refuses_to_install_without_root_and_says_so(fake_system):
+    result, calls = fake_system(uid=1000)()
+    assert result.returncode == 1
+    assert "as root" in result.stderr
+    assert calls == []
