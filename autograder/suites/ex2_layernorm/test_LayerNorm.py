@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import Handle, StudentError, assert_close, fail, points, tensor_info
+from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail, points,
+                               tensor_info)
 from autograder.suites.ex2_layernorm.common import expected, inputs
 
 PART = "LayerNorm"
@@ -37,41 +38,10 @@ def load_random_parameters(sub, module, seed):
         pass  # the state_dict tests report this; forward is checked with the module's own parameters
 
 
-def own_layer_norm(sub, *args):
-    """(value, None) of the learner's layer_norm (task 1) on ``args``, or (None, the error it raised).
-
-    This call is the grader's, not the module's: what the monitor sees during it (a built-in
-    that task 1 forbids) is task 1's business, so it is taken out of this task's record.
-    """
-    used, tampered = set(sub.used), sub.tampered
-    try:
-        return sub.call("layer_norm", *args), None
-    except StudentError as error:
-        return None, error
-    finally:
-        sub.used, sub.tampered = used, tampered
-
-
 def check_forward(sub, module, x, eps, what):
-    """The module's output equals the learner's layer_norm (or PyTorch's) with the module's parameters.
-
-    Where the module raises because layer_norm does (a task 1 bug on this input), the case is
-    task 1's loss and is skipped; while layer_norm is not implemented, forward fails.
-    """
+    """The module's output equals the learner's layer_norm (or PyTorch's) with the module's parameters."""
     w, b = sub.getattr(module, "weight"), sub.getattr(module, "bias")
-    own, own_error = own_layer_norm(sub, x, w, b, eps)
-    try:
-        out = sub.call(module, x)
-    except StudentError as error:
-        if own_error is None or error.kind != own_error.kind:
-            raise
-        if own_error.kind == "NotImplementedError":
-            fail("forward cannot be checked until layer_norm (task 1) is implemented")
-        return
-    if isinstance(own, torch.Tensor) and isinstance(out, torch.Tensor) and out.shape == own.shape \
-            and out.dtype == own.dtype and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
-        return
-    assert_close(out, expected(x, w, b, eps), what, atol=1e-4)
+    assert_module_matches_function(sub, module, x, "layer_norm", (x, w, b, eps), expected(x, w, b, eps), what)
 
 
 @points(0.5)

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import Handle, StudentError, assert_close, fail, points, tensor_info
+from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail, points,
+                               tensor_info)
 from autograder.suites.ex5_rmsnorm.common import expected, inputs
 
 PART = "RMSNorm"
@@ -37,42 +38,11 @@ def load_random_weight(sub, module, seed, dtype=torch.float32):
         pass  # the state_dict tests report this; forward is checked with the module's own weight
 
 
-def own_rms_norm(sub, *args):
-    """(value, None) of the learner's rms_norm (task 1) on ``args``, or (None, the error it raised).
-
-    This call is the grader's, not the module's: what the monitor sees during it (a built-in
-    that task 1 forbids) is task 1's business, so it is taken out of this task's record.
-    """
-    used, tampered = set(sub.used), sub.tampered
-    try:
-        return sub.call("rms_norm", *args), None
-    except StudentError as error:
-        return None, error
-    finally:
-        sub.used, sub.tampered = used, tampered
-
-
 def check_forward(sub, module, x, eps, what):
-    """The module's output equals the learner's rms_norm (or PyTorch's) with the module's weight.
-
-    Where the module raises because rms_norm does (a task 1 bug on this input), the case is
-    task 1's loss and is skipped; while rms_norm is not implemented, forward fails.
-    """
+    """The module's output equals the learner's rms_norm (or PyTorch's) with the module's weight."""
     w = sub.getattr(module, "weight")
-    own, own_error = own_rms_norm(sub, x, w, eps)
-    try:
-        out = sub.call(module, x)
-    except StudentError as error:
-        if own_error is None or error.kind != own_error.kind:
-            raise
-        if own_error.kind == "NotImplementedError":
-            fail("forward cannot be checked until rms_norm (task 1) is implemented")
-        return
-    if isinstance(own, torch.Tensor) and isinstance(out, torch.Tensor) and out.shape == own.shape \
-            and out.dtype == own.dtype and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
-        return
-    assert_close(out, expected(x, w.to(x.dtype), eps), what, atol=1e-4,
-                 rtol=1e-2 if x.dtype == torch.bfloat16 else 1e-4)
+    assert_module_matches_function(sub, module, x, "rms_norm", (x, w, eps), expected(x, w.to(x.dtype), eps), what,
+                                   rtol=1e-2 if x.dtype == torch.bfloat16 else 1e-4)
 
 
 @points(0.75)
