@@ -19,6 +19,7 @@ from pathlib import Path
 
 from autograder import load, report, run
 from autograder.sandbox import Limits, Sandbox
+from autograder.sandboxed.executor import OUTPUT_LIMIT
 
 
 class Usage(Exception):
@@ -159,7 +160,14 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation)
     try:
         while (entry := inbox.get()) is not None:
             try:
-                data = grade_one(assignment, entry, sandbox, slot, limits)
+                try:
+                    data = grade_one(assignment, entry, sandbox, slot, limits)
+                except RuntimeError:
+                    if sandbox.process is not None and sandbox.process.poll() is None:
+                        raise
+                    sandbox.stop()  # the zygote itself died: start another and try once more
+                    sandbox = Sandbox(limits=limits, isolation=sandbox.isolation).start()
+                    data = grade_one(assignment, entry, sandbox, slot, limits)
             except Exception:
                 data = report.result(assignment, entry.student_id, entry.digest, "grader_error",
                                      run.zero(assignment, "grader_error", "not graded: the grader failed"),
@@ -179,8 +187,6 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
         return report.result(assignment, entry.student_id, entry.digest, "tampering", parts, problems, 0.0,
                              sandbox.isolation)
     graded = run.grade_submission(assignment, entry.cells, sandbox, slot, limits)
-    from autograder.sandboxed.executor import OUTPUT_LIMIT
-
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
     if graded.attempts:
         graded.events.append("sandbox_violation")
