@@ -87,6 +87,8 @@ def bwrap_command(python: str) -> list[str]:
                 args += ["--perms", "0755", "--dir", str(parent)]
         return args
 
+    # /tmp first: a bind below it (a course or a venv under /tmp) must land on top of the tmpfs, not under it.
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--size", str(256 * 2**20), "--tmpfs", "/tmp"]
     for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives"):
         if os.path.exists(system):
             command += ["--ro-bind", system, system]
@@ -97,8 +99,6 @@ def bwrap_command(python: str) -> list[str]:
                 "--ro-bind", str(PACKAGE / "__init__.py"), str(inside / "autograder" / "__init__.py"),
                 "--ro-bind", str(PACKAGE / "wire.py"), str(inside / "autograder" / "wire.py"),
                 "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
-                "--proc", "/proc", "--dev", "/dev",
-                "--perms", "0755", "--size", str(256 * 2**20), "--tmpfs", "/tmp",
                 "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
                 "--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
     return command
@@ -145,8 +145,12 @@ class Sandbox:
         return self
 
     def stderr_tail(self) -> str:
-        if self.process and self.process.poll() is not None and self.process.stderr:
-            return self.process.stderr.read()[-2000:].decode(errors="replace")
+        if self.process and self.process.stderr:
+            try:
+                self.process.wait(timeout=5)
+                return self.process.stderr.read()[-2000:].decode(errors="replace").strip() or "(no message)"
+            except subprocess.TimeoutExpired:
+                pass
         return "(no message)"
 
     def receive(self, timeout: float) -> dict:
