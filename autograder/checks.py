@@ -17,12 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import tempfile
+from pathlib import Path
+
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from autograder.wire import Handle, TensorInfo, tensor_info
 
 __all__ = ["points", "Submission", "StudentError", "WorkerLost", "Handle", "TensorInfo", "tensor_info",
            "assert_close", "SETTINGS", "fail", "own_answer", "assert_module_matches_function"]
+
+# Hypothesis keeps a cache in ./.hypothesis by default: in a student's folder, or in an
+# nbgrader source folder that nbgrader would copy into the release. Keep it out of both.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "autograder-hypothesis")
 
 # Hypothesis for hidden suites: reproducible, no example database, no shrinking (a wrong
 # submission fails on its first counterexample; shrinking would cost hundreds of calls).
