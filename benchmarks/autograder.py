@@ -12,6 +12,7 @@ benchmarks/results/autograder.json, exits 1 if the target is missed.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,7 +88,8 @@ def main() -> int:
         theirs = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create"],
                                 cwd=theirs_course, env=env, capture_output=True, text=True)
         theirs_seconds = time.perf_counter() - start
-        failed = (theirs.stdout + theirs.stderr).count("There was an error processing assignment")
+        failed = len(set(re.findall(r"error processing assignment '[^']+' for student '([^']+)'",
+                                    theirs.stdout + theirs.stderr)))
         print(f"nbgrader autograde exit status {theirs.returncode}; submissions it could not process: {failed}")
     per_ours, per_theirs = ours_seconds / args.students, theirs_seconds / args.students
     speedup = theirs_seconds / ours_seconds
