@@ -196,6 +196,11 @@ class Graded:
     attempts: list[str] = field(default_factory=list)  # what the sandbox stopped or limited
 
 
+def exec_request(cells: list) -> dict:
+    """The request that runs a submission's cells (``load.Cell``s) in order in an executor."""
+    return {"op": "exec", "cells": [{"label": cell.label, "source": cell.source} for cell in cells]}
+
+
 class Session:
     """The transport of one submission: a worker, restarted (cells re-run) if it dies."""
 
@@ -210,8 +215,7 @@ class Session:
 
     def start(self) -> None:
         self.worker = self.sandbox.spawn(self.slot, self.block)
-        answer = self.worker.request({"op": "exec", "cells": [{"label": c.label, "source": c.source}
-                                                             for c in self.cells]}, self.remaining())
+        answer = self.worker.request(exec_request(self.cells), self.remaining())
         self.note_attempts(answer)
         if not self.cell_errors:
             for cell in answer.get("cells", []):

@@ -14,9 +14,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-import nbformat
-
-from autograder import run
+from autograder import load, run
 from autograder.checks import Submission
 from autograder.kernel import local_transport
 from autograder.sandboxed.executor import Executor
@@ -52,26 +50,17 @@ def with_cells(assignment: str, replacements: dict[str, str]) -> dict:
     return notebook
 
 
-def runnable_cells(notebook: dict) -> list[str]:
-    """The code cells a grader executes: everything but grade cells and self-checks."""
-    sources = []
-    for cell in notebook["cells"]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") != "code" or meta.get("grade") or meta.get("grade_id", "").startswith("selfcheck_"):
-            continue
-        source = cell["source"]
-        sources.append("".join(source) if isinstance(source, list) else source)
-    return sources
+def grade_in_process(assignment: str, notebook: dict) -> list[run.PartScore]:
+    """Every part's score, running the notebook's cells and the hidden suite in this process.
 
-
-def grade_in_process(assignment: str, notebook: dict) -> dict[str, float]:
-    """part -> score, running the notebook's cells and the hidden suite in this process."""
+    The cells are the ones ``python -m autograder grade`` would run (``load.cells``).
+    """
+    entry = load.Entry("in-process", Path("in-process.ipynb"))
+    load.cells(assignment, entry, notebook["cells"])
     executor = Executor(block=run.blocked(assignment))
     with contextlib.redirect_stdout(io.StringIO()):
-        executor.handle({"op": "exec", "cells": [{"label": str(i), "source": s}
-                                                 for i, s in enumerate(runnable_cells(notebook))]})
-        scores = run.grade(assignment, Submission(local_transport(executor)))
-    return {score.name: score.score for score in scores}
+        executor.handle(run.exec_request(entry.cells))
+        return run.grade(assignment, Submission(local_transport(executor)))
 
 
 def max_scores(assignment: str) -> dict[str, float]:

@@ -5,8 +5,6 @@
 """
 
 import argparse
-import contextlib
-import io
 import sys
 import time
 from pathlib import Path
@@ -14,21 +12,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from autograder import run  # noqa: E402
-from autograder.checks import Submission  # noqa: E402
-from autograder.kernel import local_transport  # noqa: E402
-from autograder.sandboxed.executor import Executor  # noqa: E402
 from catalogue import catalogue, variants  # noqa: E402
-from grading import blank, max_scores, reference, runnable_cells, with_cell  # noqa: E402
+from grading import blank, grade_in_process, max_scores, reference, with_cell  # noqa: E402
 
 
 def show(label, assignment, notebook, verbose):
     start = time.perf_counter()
-    executor = Executor(block=run.blocked(assignment))
-    with contextlib.redirect_stdout(io.StringIO()):
-        executor.handle({"op": "exec", "cells": [{"label": str(i), "source": s}
-                                                 for i, s in enumerate(runnable_cells(notebook))]})
-        scores = run.grade(assignment, Submission(local_transport(executor)))
+    scores = grade_in_process(assignment, notebook)
     print(f"{label:40s} {time.perf_counter() - start:5.2f}s " + "  ".join(f"{s.name}={s.score:g}/{s.max_score:g}" for s in scores))
     if verbose:
         for s in scores:
