@@ -23,10 +23,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from autograder.wire import Handle, TensorInfo, tensor_info
+from autograder.sandboxed.wire import Handle, TensorInfo, tensor_info
 
 __all__ = ["points", "Submission", "StudentError", "WorkerLost", "Handle", "TensorInfo", "tensor_info",
-           "assert_close", "SETTINGS", "fail", "own_answer", "assert_module_matches_function"]
+           "assert_close", "SETTINGS", "fail", "assert_module_matches_function"]
 
 # Hypothesis keeps a cache in ./.hypothesis by default: in a student's folder, or in an
 # nbgrader source folder that nbgrader would copy into the release. Keep it out of both.
@@ -103,16 +103,18 @@ class Submission:
         return self.request("has", target=name)["value"] is True
 
     def run(self, target, *args, method: str | None = None, seed: int | None = None, no_grad: bool = False,
-            grad_wrt=(), dout=None, return_args: bool = False, **kwargs) -> Result:
+            grad_wrt=(), dout=None, return_args: bool = False, substitute: dict | None = None, **kwargs) -> Result:
         """Call ``target`` (a notebook global's name or a Handle) in the worker.
 
         ``grad_wrt``: indices of tensor arguments to differentiate with respect to (the
         worker makes them leaves that require grad and back-propagates ``dout``, ones by
         default). ``return_args``: also return the arguments as they are after the call.
         ``seed``: torch.manual_seed before the call (for code that initializes weights).
+        ``substitute``: {notebook global: "fixtures.<reference>"} in place for the call only.
         """
         answer = self.request("call", target=target, method=method, args=list(args), kwargs=kwargs, seed=seed,
-                              no_grad=no_grad, grad_wrt=list(grad_wrt), dout=dout, return_args=return_args)
+                              no_grad=no_grad, grad_wrt=list(grad_wrt), dout=dout, return_args=return_args,
+                              substitute=substitute or {})
         return Result(answer.get("value"), list(answer.get("grads") or []), list(answer.get("args_after") or []))
 
     def call(self, target, *args, **kwargs):
@@ -165,40 +167,19 @@ def assert_close(actual, expected: torch.Tensor, what: str, atol: float = 1e-5, 
         fail(f"{what} is off by up to {error:.3g}")
 
 
-def own_answer(sub: Submission, target: str, *args):
-    """(value, None) of the learner's ``target`` on ``args``, or (None, the StudentError it raised).
-
-    The call is the grader's, made to have something to compare a module with: what the
-    monitor sees during it (a built-in another task forbids) is that task's business, so
-    it is left out of the current part's record.
-    """
-    used, tampered = set(sub.used), sub.tampered
-    try:
-        return sub.call(target, *args), None
-    except StudentError as error:
-        return None, error
-    finally:
-        sub.used, sub.tampered = used, tampered
-
-
 def assert_module_matches_function(sub: Submission, module: Handle, x: torch.Tensor, function: str, args: tuple,
                                    expected: torch.Tensor, what: str, atol: float = 1e-4, rtol: float = 1e-4) -> None:
-    """``module(x)`` equals the learner's own ``function(*args)``, or else PyTorch's ``expected``.
+    """``module(x)`` is right, judged on the module's own work.
 
-    A module that calls the learner's function (as the contract says) is judged by that
-    function, so a bug there costs only the function's task. Where the module raises
-    because the function does, the case is skipped; while the function is not implemented,
-    the module cannot be checked and the test fails.
+    The learner's ``function`` (which the contract says the module uses) is replaced, for the
+    call, by the grader's reference ``fixtures.<function>`` in the worker, so a bug in the
+    function costs only the function's task. The output must then equal that reference on
+    ``args`` (the same computation), or else PyTorch's ``expected``. A module that raises
+    fails: raising is never passing.
     """
-    own, own_error = own_answer(sub, function, *args)
-    try:
-        out = sub.call(module, x)
-    except StudentError as error:
-        if own_error is None or error.kind != own_error.kind:
-            raise
-        if own_error.kind == "NotImplementedError":
-            fail(f"forward cannot be checked until {function} is implemented")
-        return
+    reference = f"fixtures.{function}"
+    out = sub.run(module, x, substitute={function: reference}).value
+    own = sub.call(f"torch:{reference}", *args)
     if isinstance(own, torch.Tensor) and isinstance(out, torch.Tensor) and out.shape == own.shape \
             and out.dtype == own.dtype and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
         return

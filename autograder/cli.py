@@ -1,25 +1,24 @@
-"""``python -m autograder``: grade a class, or package the grader for Gradescope.
+"""``python -m autograder``: grade a class, release held results, or package the grader for Gradescope.
 
     python -m autograder grade ASSIGNMENT PATH... [--results DIR] [--jobs N] [--gradebook URL]
+    python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
 
 Exit status 0 when every submission got a result, whatever the scores; 2 when the
-grader itself cannot run (bad arguments, unknown assignment, no sandbox).
+grader itself cannot run (bad arguments, unknown assignment, no notebook found, no sandbox).
+This module only reads the command line and prints; ``run`` does the grading.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
-from autograder import load, report, run
-from autograder.sandbox import Limits, Sandbox
-from autograder.sandboxed.executor import OUTPUT_LIMIT
+from autograder import gradescope, load, report, run, scoring
+from autograder.sandbox import Limits
 
 
 class Usage(Exception):
@@ -42,6 +41,10 @@ def parse(argv) -> argparse.Namespace:
     grade.add_argument("--timeout", type=float, default=120.0, help="wall-time limit per submission, seconds")
     grade.add_argument("--memory-mb", type=int, default=2048, help="memory limit per submission, MiB")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    release = commands.add_parser("release", help="give held-for-review submissions the points they measured")
+    release.add_argument("assignment")
+    release.add_argument("students", nargs="+", metavar="STUDENT_ID")
+    release.add_argument("--results", type=Path, help="where results are (default: results/ASSIGNMENT/)")
     package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
     package.add_argument("assignment")
     package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
@@ -54,18 +57,16 @@ def parse(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse(argv)
     try:
-        if args.assignment not in run.assignments():
-            raise Usage(f"unknown assignment {args.assignment!r}; known: {', '.join(run.assignments())}")
+        if args.assignment not in scoring.assignments():
+            raise Usage(f"unknown assignment {args.assignment!r}; known: {', '.join(scoring.assignments())}")
+        if args.command == "release":
+            return release(args)
         if args.command == "gradescope":
-            from autograder import gradescope
-
             path = gradescope.build(args.assignment, args.output)
             print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): upload it as the autograder of "
                   f"{args.assignment} on Gradescope")
             return 0
         if args.command == "gradescope-run":
-            from autograder import gradescope
-
             return gradescope.run_in_container(args.assignment, args.root)
         return grade(args)
     except Usage as problem:
@@ -90,18 +91,15 @@ def grade(args) -> int:
     start = time.monotonic()
 
     entries = [load.read(args.assignment, entry) for entry in load.find(args.assignment, args.paths)]
+    if not entries:
+        raise Usage(load.describe_empty(args.paths))
     todo = [e for e in entries if args.force or not report.is_current(results, e.student_id, e.digest, args.assignment)]
     skipped = len(entries) - len(todo)
     progress = Progress(len(todo), quiet=args.quiet)
-    isolation = args.isolation
-    for entry in [e for e in todo if not e.readable]:
-        parts = run.zero(args.assignment, "invalid", "not graded: the notebook could not be read")
-        report.save(results, report.result(args.assignment, entry.student_id, entry.digest, "invalid", parts,
-                                           entry.problems, 0.0, "none"))
-        progress.advance()
-    gradable = [e for e in todo if e.readable]
-    if gradable:
-        isolation = grade_in_workers(args.assignment, gradable, results, limits, args.jobs, isolation, progress)
+    try:
+        isolation = run.grade_all(args.assignment, todo, results, limits, args.jobs, args.isolation, progress.advance)
+    except RuntimeError as error:
+        raise Usage(str(error)) from None
     progress.close()
     rows = report.grades_csv(results)
     if gradebook is not None:
@@ -113,92 +111,17 @@ def grade(args) -> int:
     return 0
 
 
-def grade_in_workers(assignment, entries, results, limits, jobs, isolation, progress) -> str:
-    """Grade ``entries`` in ``jobs`` processes, each with its own sandbox; returns the isolation used."""
-    context = multiprocessing.get_context("fork")
-    inbox, outbox = context.Queue(), context.Queue()
-    for entry in entries:
-        inbox.put(entry)
-    jobs = min(jobs, len(entries))
-    for _ in range(jobs):
-        inbox.put(None)
-    processes = [context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
-                                                               isolation), daemon=True) for slot in range(jobs)]
-    for process in processes:
-        process.start()
-    done, used = 0, isolation
-    try:
-        while done < len(entries):
-            message = outbox.get(timeout=limits.submission_seconds * 4 + 120)
-            if message[0] == "fatal":
-                raise Usage(message[1])
-            if message[0] == "isolation":
-                used = message[1]
-                continue
-            done += 1
-            progress.advance()
-    finally:
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
-    return used
-
-
-def grading_process(slot, assignment, inbox, outbox, results, limits, isolation) -> None:
-    """One trusted grading process: a sandbox of its own, submissions from the inbox."""
-    import torch
-
-    torch.set_num_threads(1)  # one grading process per core: threads would only contend
-    try:
-        sandbox = Sandbox(limits=limits, isolation=isolation).start()
-    except Exception as error:
-        outbox.put(("fatal", f"the sandbox could not start: {error}"))
-        return
-    outbox.put(("isolation", sandbox.isolation))
-    run.collect(assignment)
-    try:
-        while (entry := inbox.get()) is not None:
-            try:
-                try:
-                    data = grade_one(assignment, entry, sandbox, slot, limits)
-                except RuntimeError:
-                    if sandbox.process is not None and sandbox.process.poll() is None:
-                        raise
-                    sandbox.stop()  # the zygote itself died: start another and try once more
-                    sandbox = Sandbox(limits=limits, isolation=sandbox.isolation).start()
-                    data = grade_one(assignment, entry, sandbox, slot, limits)
-            except Exception:
-                data = report.result(assignment, entry.student_id, entry.digest, "grader_error",
-                                     run.zero(assignment, "grader_error", "not graded: the grader failed"),
-                                     entry.problems + ["grader error: " + traceback.format_exc(limit=3)[-600:]],
-                                     0.0, sandbox.isolation)
-            report.save(results, data)
-            outbox.put(("done", entry.student_id))
-    finally:
-        sandbox.stop()
-
-
-def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
-    if entry.tampering:
-        parts = run.zero(assignment, "tampering", "0 points: the code reaches for the grader's internals")
-        problems = entry.problems + [f"{finding}, which could switch off the grader's checks: all tasks get 0"
-                                     for finding in entry.tampering]
-        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts, problems, 0.0,
-                             sandbox.isolation)
-    graded = run.grade_submission(assignment, entry.cells, sandbox, slot, limits)
-    graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
-    if graded.attempts:
-        graded.events.append("sandbox_violation")
-    status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars, OUTPUT_LIMIT)
-    problems = entry.problems + graded.cell_errors
-    if graded.output_chars > OUTPUT_LIMIT:
-        problems.append(f"the code printed {graded.output_chars:,} characters; only the first {OUTPUT_LIMIT:,} were kept")
-    problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
-                 if event != "sandbox_violation"]
-    problems += [f"caught by the sandbox: the code {what}" for what in graded.attempts]
-    return report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems,
-                         graded.seconds, sandbox.isolation)
+def release(args) -> int:
+    """Give each named submission held for review the scores its tests measured."""
+    results = args.results or Path("results") / args.assignment
+    for student_id in args.students:
+        try:
+            data = report.release(results, student_id)
+        except report.NotHeld as problem:
+            raise Usage(str(problem)) from None
+        print(f"{student_id}: released, {data['score']:g} / {data['extra_data']['max_score']:g}")
+    report.grades_csv(results)
+    return 0
 
 
 class Progress:
@@ -246,4 +169,11 @@ def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolat
         print(f"  scores: mean {statistics.mean(scores):.2f} / {top}, median {statistics.median(scores):g}")
         errors = sum(n for status, n in statuses.items() if status not in ("ok", "cell_errors"))
         print(f"  errors: {errors}  (" + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())) + ")")
+    held = statuses.get("review", 0)
+    if held:
+        print(f"  held for review: {held} (read their notes, then `python -m autograder release {assignment} "
+              "STUDENT_ID` for those whose work is honest)")
+    peaks = [r.get("peak_mb") for r in rows if r.get("peak_mb")]
+    if peaks:
+        print(f"  peak memory of a grading process: {max(peaks):.0f} MB")
     print(f"  results: {results}/ (one JSON per student, grades.csv, feedback/)")

@@ -15,7 +15,8 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from autograder import report, run
+from autograder import load, report, run, scoring
+from autograder.sandbox import Limits
 
 PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
@@ -78,8 +79,6 @@ def build(assignment: str, output: Path) -> Path:
 
 def run_in_container(assignment: str, root: Path) -> int:
     """What run_autograder does: grade the one submission, write results/results.json."""
-    from autograder import cli, load
-
     submission, results = root / "submission", root / "results"
     results.mkdir(parents=True, exist_ok=True)
     notebooks = sorted(submission.glob("*.ipynb")) if submission.is_dir() else []
@@ -88,18 +87,14 @@ def run_in_container(assignment: str, root: Path) -> int:
     if work.exists():
         shutil.rmtree(work)
     if not preferred:
-        parts = run.zero(assignment, "invalid", "no notebook was submitted")
+        parts = scoring.zero(assignment, "invalid", "no notebook was submitted")
         data = report.result(assignment, "submission", "", "invalid", parts,
                              [f"no .ipynb file was submitted: upload {assignment}.ipynb"], 0.0, "none")
     else:
-        entry = load.Entry("submission", preferred[0])
+        entry = load.read(assignment, load.Entry("submission", preferred[0]))
         if len(notebooks) > 1:
-            entry.problems.append(f"{len(notebooks)} notebooks submitted; graded {preferred[0].name}")
-        code = cli.main(["grade", assignment, str(preferred[0]), "--results", str(work), "--jobs", "1", "--quiet",
-                         "--force"])
-        if code != 0:
-            return code
-        data = json.loads((work / f"{preferred[0].stem}.json").read_text())
-        data["extra_data"]["problems"] = entry.problems + data["extra_data"]["problems"]
+            entry.problems.insert(0, f"{len(notebooks)} notebooks submitted; graded {preferred[0].name}")
+        run.grade_all(assignment, [entry], work, Limits(), 1, "auto")
+        data = json.loads((work / "submission.json").read_text())
     report.write_atomic(results / "results.json", json.dumps(data, indent=1))
     return 0

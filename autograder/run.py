@@ -1,199 +1,41 @@
-"""Stage 3: run an assignment's hidden suite against one submission and score it.
+"""Stage 3: run the hidden suite against submissions in sandboxed workers, and decide each verdict.
 
-The suite is collected once per grading run (``collect``): one module per contract part
-in ``autograder/suites/<assignment>/test_<part>.py``, each test worth ``@points(n)``,
-parametrized with ``pytest.mark.parametrize``. ``grade`` calls every test with a
-``Submission`` and returns one ``Outcome`` per test. A part loses all its points when
-the worker's monitor saw a built-in the part forbids, or saw its monitor switched off.
+``Session`` is the transport of one submission: a worker from the sandbox, its cells run
+once, requests carried to it; if the worker dies (a crash, a timeout, a frame that breaks
+the wire's rules), the task it happened in loses the tests it had left and the next task
+starts in a fresh worker. ``grade_one`` turns the scores (``scoring``), the load-time
+findings (``load``/``scan``) and what the worker recorded into one result; ``grade_all``
+grades a class in parallel grading processes, each with a sandbox of its own.
 """
 
 from __future__ import annotations
 
-import importlib
-import itertools
-import pkgutil
+import multiprocessing
 import time
+import traceback
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
-from autograder.checks import StudentError, Submission, WorkerLost
+from autograder import report, scan, scoring
+from autograder.checks import Submission, WorkerLost
+from autograder.sandbox import Sandbox
+from autograder.sandboxed import wire
 
-SUITES = Path(__file__).resolve().parent / "suites"
+MAX_RSS_BYTES = 300 * 2**20  # what a grading process may hold, whatever a worker sends
 
-# What a forbidden tag means, in the words a learner knows.
-FORBIDDEN_NAMES = {
-    "layer_norm": "a PyTorch layer-norm built-in (F.layer_norm, nn.LayerNorm, torch.layer_norm, ...)",
-    "batch_norm": "a PyTorch batch-norm built-in (F.batch_norm, nn.BatchNorm1d, torch.batch_norm, ...)",
-    "instance_norm": "a PyTorch instance-norm built-in (F.instance_norm)",
-    "rms_norm": "a PyTorch RMSNorm built-in (F.rms_norm, nn.RMSNorm, torch.rms_norm)",
-    "autograd": "autograd (.backward(), torch.autograd, or turning gradients back on)",
-}
-
-
-@dataclass
-class Test:
-    part: str
-    name: str
-    points: float
-    func: object
-    cases: list[dict]
-    hint: str
-
-
-@dataclass
-class Part:
-    name: str
-    title: str
-    forbidden: frozenset[str]
-    tests: list[Test]
-
-    @property
-    def points(self) -> float:
-        return sum(test.points for test in self.tests)
-
-
-@dataclass
-class Outcome:
-    part: str
-    name: str
-    points: float
-    max_points: float
-    passed: bool
-    message: str = ""
-    hint: str = ""
-    status: str = "passed"  # passed | failed | error | missing | forbidden | timeout | crashed | ...
-
-
-@dataclass
-class PartScore:
-    name: str
-    title: str
-    score: float
-    max_score: float
-    outcomes: list[Outcome] = field(default_factory=list)
-    note: str = ""
-
-
-def assignments() -> list[str]:
-    return sorted(p.name for p in SUITES.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-
-
-def cases_of(func) -> list[dict]:
-    """Expand stacked pytest.mark.parametrize marks into keyword-argument dicts."""
-    axes = []
-    for mark in getattr(func, "pytestmark", []):
-        if mark.name != "parametrize":
-            continue
-        names, values = mark.args[0], mark.args[1]
-        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-        rows = []
-        for value in values:
-            if hasattr(value, "values") and hasattr(value, "marks"):  # pytest.param(...)
-                value = value.values if len(names) > 1 else value.values[0]
-            rows.append({names[0]: value} if len(names) == 1 else dict(zip(names, value)))
-        axes.append(rows)
-    return [dict(itertools.chain.from_iterable(d.items() for d in combo)) for combo in itertools.product(*axes)] or [{}]
-
-
-@cache
-def collect(assignment: str) -> tuple[Part, ...]:
-    """The assignment's parts, in the order of its ORDER list (or file names)."""
-    if assignment not in assignments():
-        raise KeyError(assignment)
-    package = importlib.import_module(f"autograder.suites.{assignment}")
-    names = getattr(package, "ORDER", None) or sorted(
-        m.name[len("test_"):] for m in pkgutil.iter_modules(package.__path__) if m.name.startswith("test_"))
-    parts = []
-    for name in names:
-        module = importlib.import_module(f"autograder.suites.{assignment}.test_{name}")
-        tests = [Test(module.PART, attr[len("test_"):], float(getattr(func, "points")), func, cases_of(func),
-                      " ".join((func.__doc__ or "").split()))
-                 for attr, func in vars(module).items()
-                 if attr.startswith("test_") and callable(func) and hasattr(func, "points")]
-        parts.append(Part(module.PART, getattr(module, "TITLE", module.PART),
-                          frozenset(getattr(module, "FORBIDDEN", ())), tests))
-    return tuple(parts)
-
-
-def run_test(test: Test, sub: Submission) -> Outcome:
-    outcome = Outcome(test.part, test.name, 0.0, test.points, False, hint=test.hint)
-    try:
-        for case in test.cases:
-            test.func(sub=sub, **case)
-    except AssertionError as error:
-        outcome.status, outcome.message = "failed", str(error).split("\n")[0][:300] or "a check failed"
-    except StudentError as error:
-        if error.kind == "MemoryError" or "allocate memory" in error.message:
-            outcome.status, outcome.message = "memory_limit", "it ran out of memory (the grader's memory limit)"
-        elif error.kind == "NotImplementedError":
-            outcome.status, outcome.message = "missing", "not implemented yet (it raises NotImplementedError)"
-        elif error.kind == "NameError" and "is not defined" in error.message:
-            outcome.status, outcome.message = "missing", f"{error.message}: keep the name from the exercise"
-        else:
-            outcome.status, outcome.message = "error", f"your code raised {error}"[:300]
-    except WorkerLost as error:
-        outcome.status, outcome.message = error.status, str(error)
-    except Exception as error:  # a suite bug, or an answer the suite could not interpret
-        outcome.status, outcome.message = "error", f"the answer could not be checked ({type(error).__name__})"
-    else:
-        outcome.passed, outcome.points, outcome.status = True, test.points, "passed"
-    return outcome
-
-
-def grade_part(part: Part, sub: Submission) -> PartScore:
-    sub.used, sub.tampered = set(), False
-    outcomes = []
-    for test in part.tests:
-        if outcomes and outcomes[-1].status == "timeout":  # don't wait out the same endless loop again
-            outcomes.append(Outcome(part.name, test.name, 0.0, test.points, False,
-                                    "not run: an earlier test of this task ran out of time", test.hint, "timeout"))
-            continue
-        outcomes.append(run_test(test, sub))
-    score = PartScore(part.name, part.title, sum(o.points for o in outcomes), part.points, outcomes)
-    used = sorted(part.forbidden & sub.used)
-    if used or sub.tampered:
-        reason = ("it switched off the grader's monitor of built-ins" if sub.tampered
-                  else "it uses " + " and ".join(FORBIDDEN_NAMES.get(tag, tag) for tag in used))
-        score.note = f"0 points: {reason}, which this task forbids"
-        score.score = 0.0
-        for outcome in outcomes:
-            outcome.points, outcome.passed = 0.0, False
-            outcome.status, outcome.message = "forbidden", score.note
-    return score
-
-
-def blocked(assignment: str) -> frozenset[str]:
-    """Built-ins every part of the assignment forbids: they fail outright when student code calls them."""
-    return frozenset.intersection(*(part.forbidden for part in collect(assignment))) - {"autograd"}
-
-
-def zero(assignment: str, status: str, message: str) -> list[PartScore]:
-    """Every part at 0, each test failed with ``message`` (unreadable or tampering submissions)."""
-    return [PartScore(p.name, p.title, 0.0, p.points,
-                      [Outcome(p.name, t.name, 0.0, t.points, False, message, t.hint, status) for t in p.tests],
-                      note=message if status == "tampering" else "")
-            for p in collect(assignment)]
-
-
-def grade(assignment: str, sub: Submission, parts: list[str] | None = None) -> list[PartScore]:
-    return [grade_part(part, sub) for part in collect(assignment) if parts is None or part.name in parts]
-
-
-
-
-# --- one submission, in a sandboxed worker -------------------------------------------------
 
 @dataclass
 class Graded:
-    """Everything the report needs about one graded submission."""
+    """Everything the verdict needs about one graded submission."""
 
-    parts: list[PartScore]
-    events: list[str] = field(default_factory=list)  # limit hits, as statuses
+    parts: list
+    events: list[str] = field(default_factory=list)  # limit hits and violations, as statuses
     cell_errors: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
     output_chars: int = 0
     seconds: float = 0.0
-    attempts: list[str] = field(default_factory=list)  # what the sandbox stopped or limited
+    attempts: list[str] = field(default_factory=list)  # what the sandbox refused or stopped
+    findings: list = field(default_factory=list)  # scan findings in code compiled at run time
+    crashes: list[str] = field(default_factory=list)  # what ended a worker, per task
 
 
 def exec_request(cells: list) -> dict:
@@ -202,28 +44,37 @@ def exec_request(cells: list) -> dict:
 
 
 class Session:
-    """The transport of one submission: a worker, restarted (cells re-run) if it dies."""
+    """The transport of one submission: a worker, replaced (cells run again) after it dies."""
 
-    def __init__(self, sandbox, slot: int, cells: list, limits, block=()):
-        self.sandbox, self.slot, self.cells, self.limits, self.block = sandbox, slot, cells, limits, block
+    def __init__(self, sandbox, slot: int, cells: list, limits):
+        self.sandbox, self.slot, self.cells, self.limits = sandbox, slot, cells, limits
         self.deadline = time.monotonic() + limits.submission_seconds
         self.worker = None
-        self.restarts = 0
         self.events: list[str] = []
         self.cell_errors: list[str] = []
-        self.attempts: list[str] = []  # what the sandbox stopped or limited, as the worker recorded it
+        self.refusals: list[str] = []  # cells stopped by a forbidden built-in (a comparison cell, typically)
+        self.attempts: list[str] = []
+        self.findings: list = []
+        self.crashes: list[str] = []
+        self.output_total = 0
 
     def start(self) -> None:
-        self.worker = self.sandbox.spawn(self.slot, self.block)
-        answer = self.worker.request(exec_request(self.cells), self.remaining())
-        self.note_attempts(answer)
-        if not self.cell_errors:
-            for cell in answer.get("cells", []):
-                if type(cell) is dict and not cell.get("ok"):
-                    error = cell.get("error") if type(cell.get("error")) is dict else {}
-                    line = f", line {cell['line']}" if type(cell.get("line")) is int else ""
-                    self.cell_errors.append(f"cell {cell.get('label')}{line} raised {error.get('type', 'an error')}: "
-                                            f"{str(error.get('message', ''))[:200]}")
+        self.worker = self.sandbox.spawn(self.slot)
+        answer = self.carry(exec_request(self.cells))
+        if self.cell_errors or self.refusals:
+            return  # a fresh worker after a crash: the cells said what they had to the first time
+        for cell in answer.get("cells", []):
+            if type(cell) is dict and not cell.get("ok"):
+                error = cell.get("error") if type(cell.get("error")) is dict else {}
+                kind, message = str(error.get("type", "an error"))[:80], str(error.get("message", ""))[:200]
+                where = f"cell {str(cell.get('label'))[:20]}" + \
+                    (f", line {cell['line']}" if type(cell.get("line")) is int else "")
+                if kind == "Refused" and "this exercise forbids it" in message:
+                    self.refusals.append(f"{where} stopped at a PyTorch built-in this exercise forbids ({message[:90]}"
+                                         "...); fine in a comparison cell, but nothing after that line of the cell "
+                                         "was defined")
+                else:
+                    self.cell_errors.append(f"{where} raised {kind}: {message}")
 
     def remaining(self) -> float:
         left = self.deadline - time.monotonic()
@@ -232,49 +83,195 @@ class Session:
                                         f"({self.limits.submission_seconds:g} s)")
         return min(left, self.limits.request_seconds)
 
-    def __call__(self, request: dict) -> dict:
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
-                if self.restarts >= self.limits.restarts:
-                    raise WorkerLost("crashed", "the worker kept dying; the remaining tests were not run")
-                self.restarts += 1
-            try:
-                self.start()
-            except WorkerLost as error:
-                self.events.append(error.status)
-                raise
+    def carry(self, request: dict) -> dict:
         try:
             answer = self.worker.request(request, self.remaining())
         except WorkerLost as error:
             self.events.append(error.status)
             raise
-        self.note_attempts(answer)
+        trailer = answer.pop("trailer", {})
+        self.note(trailer)
+        answer["monitor"] = trailer["monitor"]
         return answer
 
-    def note_attempts(self, answer: dict) -> None:
-        attempts = answer.get("attempts")
-        if type(attempts) is list:
-            for what in attempts[:20]:
-                if type(what) is str and what[:120] not in self.attempts:
-                    self.attempts.append(what[:120])
+    def __call__(self, request: dict) -> dict:
+        """The transport a ``Submission`` uses: start a worker when there is none alive, then carry."""
+        if self.worker is None or not self.worker.alive:
+            self.start()
+        return self.carry(request)
+
+    def note(self, trailer: dict) -> None:
+        """Keep what the worker recorded: refused attempts, and findings in code compiled at run time."""
+        self.output_total = trailer.get("output_total") if type(trailer.get("output_total")) is int \
+            else self.output_total
+        attempts = trailer.get("attempts")
+        for what in (attempts if type(attempts) is list else [])[:20]:
+            if type(what) is str and what[:120] not in self.attempts:
+                self.attempts.append(what[:120])
+        compiled = trailer.get("compiled")
+        for source in (compiled if type(compiled) is list else [])[:64]:
+            if type(source) is str:
+                for finding in scan.scan(source[:64 * 1024]):
+                    text = f"code it compiled at run time {finding.what}"
+                    if all(text != f.what for f in self.findings):
+                        self.findings.append(scan.Finding(finding.kind, None, text))
 
     def close(self) -> int:
-        output = 0
         if self.worker is not None:
-            output = self.worker.output_total
             self.worker.close()
-        return output
+        return self.output_total
 
 
 def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -> Graded:
     start = time.monotonic()
-    session = Session(sandbox, slot, cells, limits, blocked(assignment))
+    session = Session(sandbox, slot, cells, limits)
     try:
         try:
             session.start()
         except WorkerLost as error:
-            session.events.append(error.status)
-        parts = grade(assignment, Submission(session))
+            session.crashes.append(f"while its cells ran: {error}")
+        parts = scoring.grade(assignment, Submission(session), on_crash=session.crashes.append)
     finally:
         output = session.close()
-    return Graded(parts, session.events, session.cell_errors, output, time.monotonic() - start, session.attempts)
+    return Graded(parts, session.events, session.cell_errors, session.refusals, output, time.monotonic() - start,
+                  session.attempts, session.findings, session.crashes)
+
+
+# --- one verdict ------------------------------------------------------------------------
+
+REFUSED = ("loads native code", "looks up native code", "calls native code", "reads raw memory",
+           "turns an address", "builds a code object", "unmarshals code", "lists every object",
+           "searches objects", "installs a tracer", "installs a profiler", "reads the interpreter's frames",
+           "adds an audit hook", "replaces a function's code", "imports ", "compiles more code")
+
+
+def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
+    """The result of one readable submission."""
+    if entry.tampering:
+        parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's "
+                                                      "internals")
+        problems = entry.problems + [f"{finding}: all tasks get 0" for finding in entry.tampering]
+        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts, problems, 0.0,
+                             sandbox.isolation)
+    graded = grade_submission(assignment, entry.cells, sandbox, slot, limits)
+    graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
+    problems = entry.problems + graded.cell_errors + graded.refusals
+    problems += [f"a worker ended {what}; that task lost the tests it had left, the others ran in a fresh worker"
+                 for what in graded.crashes]
+    if graded.output_chars > wire.OUTPUT_LIMIT:
+        problems.append(f"the code printed {graded.output_chars:,} characters; only the first "
+                        f"{wire.OUTPUT_LIMIT:,} were kept")
+    problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
+                 if event not in ("sandbox_violation", "protocol_violation")]
+    problems += [f"caught by the sandbox: the code {what}" for what in graded.attempts]
+    tampered = [f"{f.what}" for f in graded.findings if f.kind == "tampering"]
+    tampered += ["it switched off the grader's monitor of built-ins" for part in graded.parts if part.tampered][:1]
+    review = list(entry.review) + [f.what for f in graded.findings if f.kind == "review"]
+    review += [f"the code {what}" for what in graded.attempts if what.startswith(REFUSED)]
+    if any(not what.startswith(REFUSED) for what in graded.attempts):
+        graded.events.append("sandbox_violation")
+    if tampered:
+        parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's "
+                                                      "internals")
+        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts,
+                             problems + [f"{what}: all tasks get 0" for what in tampered], graded.seconds,
+                             sandbox.isolation)
+    status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars,
+                                   wire.OUTPUT_LIMIT)
+    parts = graded.parts
+    if review:
+        status = "review"
+        parts = scoring.hold(parts, "held for your instructor's review: " + "; ".join(review[:3]))
+        problems += [f"held for review: {what}" for what in review]
+    return report.result(assignment, entry.student_id, entry.digest, status, parts, problems, graded.seconds,
+                         sandbox.isolation)
+
+
+# --- a class ----------------------------------------------------------------------------
+
+def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lambda: None) -> str:
+    """Grade every entry and save its result; returns the isolation used."""
+    for entry in [e for e in entries if not e.readable]:
+        parts = scoring.zero(assignment, "invalid", "not graded: the notebook could not be read")
+        report.save(results, report.result(assignment, entry.student_id, entry.digest, "invalid", parts,
+                                           entry.problems, 0.0, "none"))
+        advance()
+    gradable = [e for e in entries if e.readable]
+    if not gradable:
+        return isolation
+    context = multiprocessing.get_context("fork")
+    inbox, outbox = context.Queue(), context.Queue()
+    for entry in gradable:
+        inbox.put(entry)
+    jobs = min(jobs, len(gradable))
+    for _ in range(jobs):
+        inbox.put(None)
+    processes = [context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
+                                                               isolation), daemon=True) for slot in range(jobs)]
+    for process in processes:
+        process.start()
+    done, used = 0, isolation
+    try:
+        while done < len(gradable):
+            message = outbox.get(timeout=limits.submission_seconds * 4 + 120)
+            if message[0] == "fatal":
+                raise RuntimeError(message[1])
+            if message[0] == "isolation":
+                used = message[1]
+                continue
+            done += 1
+            advance()
+    finally:
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    return used
+
+
+def grading_process(slot, assignment, inbox, outbox, results, limits, isolation) -> None:
+    """One trusted grading process: a sandbox of its own, submissions from the inbox."""
+    import torch
+
+    torch.set_num_threads(1)  # one grading process per core: threads would only contend
+    block = scoring.blocked(assignment)
+    try:
+        sandbox = Sandbox(limits=limits, isolation=isolation, block=tuple(block)).start()
+    except Exception as error:
+        outbox.put(("fatal", f"the sandbox could not start: {error}"))
+        return
+    outbox.put(("isolation", sandbox.isolation))
+    scoring.collect(assignment)
+    try:
+        while (entry := inbox.get()) is not None:
+            try:
+                try:
+                    data = grade_one(assignment, entry, sandbox, slot, limits)
+                except RuntimeError:
+                    if sandbox.process is not None and sandbox.process.poll() is None:
+                        raise
+                    sandbox.stop()  # the zygote itself died: start another and try once more
+                    sandbox = Sandbox(limits=limits, isolation=sandbox.isolation, block=tuple(block)).start()
+                    data = grade_one(assignment, entry, sandbox, slot, limits)
+            except Exception:
+                data = report.result(assignment, entry.student_id, entry.digest, "grader_error",
+                                     scoring.zero(assignment, "grader_error", "not graded: the grader failed"),
+                                     entry.problems + ["grader error: " + traceback.format_exc(limit=3)[-600:]],
+                                     0.0, sandbox.isolation)
+            data["extra_data"]["grader_peak_rss_mb"] = round(peak_rss() / 2**20, 1)
+            report.save(results, data)
+            outbox.put(("done", entry.student_id))
+    finally:
+        sandbox.stop()
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory, in bytes (VmHWM)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

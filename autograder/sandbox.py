@@ -1,23 +1,29 @@
 """Stage 2: start the sandbox and hand out one confined worker per submission.
 
-One zygote (``sandboxed/zygote.py``) per grading run imports torch once, inside
+One zygote (``sandboxed/zygote.py``) per grading process imports torch once, inside
 bubblewrap namespaces where available: no network, its own PID/IPC/UTS namespaces, a
-read-only view of the Python installation and of ``autograder/sandboxed`` + ``wire.py``
-only (not the hidden suites, the gradebook, the results or any submission), a small
-tmpfs ``/tmp``. Each worker it forks runs as its own unprivileged uid with limits on
-CPU time, memory, processes, file size and open files; the grader adds wall-time
-limits per request and per submission. Without bubblewrap the zygote runs as a plain
-child process with the same per-worker limits, and results say so (``isolation``).
+seccomp filter against what a grading sandbox never needs, a read-only view of the Python
+installation and of ``autograder/sandboxed/`` only (not the hidden suites, the trusted
+modules, the gradebook, the results or any submission), a small tmpfs ``/tmp``. Each
+worker it forks runs as its own unprivileged uid, under a stricter seccomp filter (no
+threads, processes or signals) and limits on CPU time, memory, file size and open files;
+the grader adds wall-time limits per request and per submission. Without bubblewrap the
+zygote runs as a plain child process with the same per-worker limits and filters, and
+results say so (``isolation``).
+
+``Worker.request`` is the trusted end of the wire: every frame is bounded before it is
+read, and anything that is not a well-formed answer followed by its own trailer is the
+submission's doing (``protocol_violation``), never the grader's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import sysconfig
@@ -25,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import wire
 from autograder.checks import WorkerLost
+from autograder.sandboxed import seccomp, wire
 
 PACKAGE = Path(__file__).resolve().parent
 UID_BASE = 61000  # workers run as uids from here on, one per live worker
@@ -73,7 +79,7 @@ def python_roots() -> list[Path]:
     return [root for root in roots if not PACKAGE.is_relative_to(root) and root != Path("/")]
 
 
-def bwrap_command(python: str) -> list[str]:
+def bwrap_command(python: str, seccomp_fd: int | None = None) -> list[str]:
     command = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
                "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
@@ -94,20 +100,21 @@ def bwrap_command(python: str) -> list[str]:
             command += ["--ro-bind", system, system]
     for root in python_roots():
         command += parents(root) + ["--ro-bind", str(root), str(root)]
+    # Only sandboxed/ is bound: inside, ``autograder`` is a namespace package holding nothing else.
     inside = Path("/opt/autograder")
     command += ["--perms", "0755", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
-                "--ro-bind", str(PACKAGE / "__init__.py"), str(inside / "autograder" / "__init__.py"),
-                "--ro-bind", str(PACKAGE / "wire.py"), str(inside / "autograder" / "wire.py"),
                 "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
-                "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-                "--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
+                "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+    if seccomp_fd is not None:
+        command += ["--seccomp", str(seccomp_fd)]
+    command += ["--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
     return command
 
 
 # -I ignores PYTHON* variables and user site; -S skips site, so add site-packages by hand.
 BOOT = ("import sys, site; sys.path[:0] = ['/opt/autograder']; "
         "[site.addsitedir(p) for p in {paths!r}]; "
-        "from autograder.sandboxed import zygote; zygote.main({fd})")
+        "from autograder.sandboxed import zygote; zygote.main({fd}, {block!r})")
 
 
 @dataclass
@@ -116,6 +123,7 @@ class Sandbox:
 
     limits: Limits = field(default_factory=Limits)
     isolation: str = "auto"  # auto | namespaces | process
+    block: tuple = ()  # tags the assignment forbids everywhere: removed in the zygote before any fork
     process: subprocess.Popen | None = None
     control: socket.socket | None = None
     buffer: bytes = b""
@@ -127,15 +135,23 @@ class Sandbox:
         python = os.path.realpath(sys.executable)
         site_dirs = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
         boot = BOOT.replace("{paths!r}", repr(site_dirs)).replace("{fd}", str(theirs.fileno()))
+        boot = boot.replace("{block!r}", repr(sorted(self.block)))
+        passed = [theirs.fileno()]
+        program = None
         if self.isolation == "namespaces":
-            command = bwrap_command(python)
+            if seccomp.supported():
+                program = seccomp_file(seccomp.sandbox_filter())
+                passed.append(program.fileno())
+            command = bwrap_command(python, program.fileno() if program else None)
             command[-1] = boot
         else:
             command = [python, "-I", "-S", "-c", boot.replace("/opt/autograder", str(PACKAGE.parent))]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
+                                        stderr=subprocess.PIPE, pass_fds=tuple(passed),
                                         start_new_session=True)
         theirs.close()
+        if program is not None:
+            program.close()
         self.control = ours
         ready = self.receive(timeout=120)
         if not ready.get("ready"):
@@ -174,11 +190,11 @@ class Sandbox:
             self.control.sendall(data)
         return self.receive(timeout=30)
 
-    def spawn(self, slot: int, block=()) -> "Worker":
-        """A fresh worker; ``block``: tags of built-ins whose kernels refuse to run in it."""
+    def spawn(self, slot: int) -> "Worker":
+        """A fresh worker, forked from the zygote."""
         ours, theirs = socket.socketpair()
         base = UID_BASE + slot * 4096  # each grading process's workers get their own uid range
-        reply = self.command({"cmd": "spawn", "uid": base, "limits": self.limits.for_worker(), "block": list(block)},
+        reply = self.command({"cmd": "spawn", "uid": base, "limits": self.limits.for_worker()},
                              fds=[theirs.fileno()])
         theirs.close()
         return Worker(self, ours, reply["pid"])
@@ -193,6 +209,17 @@ class Sandbox:
             self.process = None
 
 
+def seccomp_file(program: bytes):
+    """An unlinked temporary file holding ``program``, for bubblewrap's ``--seccomp FD``."""
+    import tempfile
+
+    handle = tempfile.TemporaryFile()
+    handle.write(program)
+    handle.flush()
+    handle.seek(0)
+    return handle
+
+
 class Worker:
     """A connection to one forked worker: requests in, answers out, with wall-time limits."""
 
@@ -202,31 +229,31 @@ class Worker:
         self.output_total = 0
 
     def request(self, request: dict, timeout: float) -> dict:
+        """Send ``request``; return its answer, with the trailer's records merged in under "trailer"."""
         if not self.alive:
             raise WorkerLost("crashed", "the worker is gone")
+        number = secrets.randbits(63)
+        deadline = time.monotonic() + timeout
         try:
-            frame = wire.encode(request)
-            self.sock.sendall(struct.pack(">I", len(frame)) + frame)
-            answer = wire.decode(self.receive(timeout))
+            self.sock.sendall(wire.frame(wire.numbered(number, wire.encode(request))))
+            answer = wire.decode(wire.read_frame(lambda n: self._exact(n, deadline)))
+            trailer = wire.decode_trailer(wire.read_frame(lambda n: self._exact(n, deadline)))
         except WorkerLost:
             raise
+        except wire.WireError as error:
+            raise self.violation(str(error)) from None
         except (OSError, EOFError):
             raise self.lost() from None
-        if type(answer) is not dict:
-            raise WorkerLost("error", "the worker sent an answer that is not a request answer")
-        total = answer.get("output_total")
-        if type(total) is int:
-            self.output_total = total
+        if type(answer) is not dict or trailer["number"] != number:
+            raise self.violation("a frame that is not the worker's answer to the request")
+        self.output_total = trailer["output_total"]
+        answer["trailer"] = trailer
         return answer
 
-    def receive(self, timeout: float) -> bytes:
-        deadline = time.monotonic() + timeout
-        header = self._exact(4, deadline)
-        (size,) = struct.unpack(">I", header)
-        if size > wire.MAX_FRAME_BYTES:
-            self.kill()
-            raise WorkerLost("output_limit", "the worker sent an answer larger than the limit")
-        return self._exact(size, deadline)
+    def violation(self, what: str) -> WorkerLost:
+        self.kill()
+        return WorkerLost("protocol_violation", f"the worker's channel carried {what}: the code wrote to the "
+                                                "grader's socket, or returned something the grader cannot read")
 
     def _exact(self, n: int, deadline: float) -> bytes:
         chunks, left = [], n
@@ -251,6 +278,8 @@ class Worker:
             return WorkerLost("cpu_limit" if code == -24 else "killed", "the worker was killed (a resource limit)")
         if isinstance(code, int) and code < 0:
             return WorkerLost("crashed", f"the worker died of signal {-code}")
+        if code == 70:
+            return WorkerLost("crashed", "the worker's own loop was broken while it answered (exit status 70)")
         return WorkerLost("exited", f"the code ended the worker process (exit status {code}): "
                                     "don't call sys.exit, os._exit or quit() in your code")
 
@@ -266,8 +295,7 @@ class Worker:
     def close(self) -> None:
         try:
             if self.alive:
-                wire_bye = wire.encode({"op": "bye"})
-                self.sock.sendall(struct.pack(">I", len(wire_bye)) + wire_bye)
+                self.sock.sendall(wire.frame(wire.numbered(0, wire.encode({"op": "bye"}))))
         except OSError:
             pass
         self.alive = False

@@ -14,9 +14,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-from autograder import load, run
+from autograder import load, run, scoring
 from autograder.checks import Submission
-from autograder.kernel import local_transport
+from autograder.kernel import local_transport, refuse_tags
 from autograder.sandboxed.executor import Executor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,21 +50,21 @@ def with_cells(assignment: str, replacements: dict[str, str]) -> dict:
     return notebook
 
 
-def grade_in_process(assignment: str, notebook: dict) -> list[run.PartScore]:
+def grade_in_process(assignment: str, notebook: dict) -> list[scoring.PartScore]:
     """Every part's score, running the notebook's cells and the hidden suite in this process.
 
     The cells are the ones ``python -m autograder grade`` would run (``load.cells``).
     """
     entry = load.Entry("in-process", Path("in-process.ipynb"))
     load.cells(assignment, entry, notebook["cells"])
-    executor = Executor(block=run.blocked(assignment))
+    executor = Executor()
     with contextlib.redirect_stdout(io.StringIO()):
         executor.handle(run.exec_request(entry.cells))
-        return run.grade(assignment, Submission(local_transport(executor)))
+        return scoring.grade(assignment, Submission(local_transport(executor, refuse_tags(assignment))))
 
 
 def max_scores(assignment: str) -> dict[str, float]:
-    return {part.name: part.points for part in run.collect(assignment)}
+    return {part.name: part.points for part in scoring.collect(assignment)}
 
 
 def write_class(folder: Path, notebooks: dict[str, dict | bytes | str]) -> Path:

@@ -4,192 +4,33 @@ A request is a small dict (``op`` plus arguments, see ``Executor.handle``); the 
 a dict of plain values and tensors, which ``wire`` encodes. Objects that are not plain
 values (modules, classes, functions) stay here and travel as numbered handles.
 
-While student code runs, a ``Monitor`` records every call to a normalization built-in
-and every use of autograd, however it was reached (by name, through ``getattr``, through
-``torch.ops``): the grader decides from that record whether a task used something it
-forbids. The monitor lives in the same process as the student code, so the grader also
-scans the source for ways to switch it off (see ``autograder.load``).
+Nothing here enforces the exercise's rules: ``guard`` does, and the worker's loop
+(``zygote.serve``) attaches what it recorded to each answer. Whatever student code raises
+(``KeyboardInterrupt``, ``SystemExit``, an exception whose ``__str__`` raises) becomes an
+error answer for that request; the worker goes on.
 """
 
 from __future__ import annotations
 
 import io
-import re
 import sys
-import traceback
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from autograder import wire
-from autograder.sandboxed import fixtures
+from autograder.sandboxed import fixtures, wire
 
-OUTPUT_LIMIT = 64 * 1024  # characters of print() output kept per submission
 ERROR_LIMIT = 300  # characters of an exception message sent back
 
-# Built-ins by what they implement. Matched by identity where Python can see the
-# function, and by operator name for torch.ops and the aten level below autograd.
-BUILTINS = {
-    F.layer_norm: "layer_norm", torch.layer_norm: "layer_norm", torch.native_layer_norm: "layer_norm",
-    F.batch_norm: "batch_norm", torch.batch_norm: "batch_norm", torch.native_batch_norm: "batch_norm",
-    F.instance_norm: "instance_norm", torch.instance_norm: "instance_norm",
-    F.rms_norm: "rms_norm", torch.rms_norm: "rms_norm",
-    torch.autograd.grad: "autograd", torch.autograd.backward: "autograd", torch.Tensor.backward: "autograd",
-}
-OPERATOR_NAME = re.compile(r"(layer_norm|batch_norm|instance_norm|rms_norm)")
-
-
-# The aten kernels behind each forbidden tag. In the sandbox they are replaced, before any
-# student code runs, by kernels that refuse (``block_builtins``): whatever path reaches
-# them (a module, getattr, torch.ops, modes switched off), the call fails and is recorded.
-KERNELS = {
-    "layer_norm": [("native_layer_norm", "CPU")],
-    "batch_norm": [("native_batch_norm", "CPU"), ("_native_batch_norm_legit", "CPU"),
-                   ("_native_batch_norm_legit.no_stats", "CPU"), ("_native_batch_norm_legit_no_training", "CPU")],
-    "instance_norm": [("instance_norm", "CompositeImplicitAutograd")],
-    "rms_norm": [("rms_norm", "CompositeImplicitAutograd")],
-}
-_ACTIVE: list["Monitor"] = []
-_BLOCKS: list = []  # keeps the override library alive
-
-
-def block_builtins(tags) -> None:
-    """Make the kernels of ``tags`` raise, for the rest of this process's life."""
-    import warnings
-
-    library = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is the point
-        for tag in sorted(set(tags) & set(KERNELS)):
-            for op, key in KERNELS[tag]:
-                library.impl(op, _refusal(tag), key)
-    _BLOCKS.append(library)
-
-
-def _refusal(tag: str):
-    def refuse(*args, **kwargs):
-        for monitor in _ACTIVE:
-            monitor.used.add(tag)
-        raise RuntimeError(f"a PyTorch {tag.replace('_', '-')} built-in was called: this exercise asks you to "
-                           "write it yourself")
-    return refuse
-
-
-class Monitor:
-    """Records the built-ins and autograd use of the student code run inside it."""
-
-    def __init__(self, grad_expected: bool, refuse=frozenset()):
-        self.grad_expected = grad_expected
-        self.refuse = refuse  # tags whose built-ins fail when called, as their blocked kernels do
-        self.used: set[str] = set()
-        self.tampered = False
-        monitor = self
-
-        class Functions(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                monitor.saw_function(func, args)
-                return func(*args, **(kwargs or {}))
-
-        class Operators(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                monitor.saw_operator(func)
-                return func(*args, **(kwargs or {}))
-
-        self.functions, self.operators = Functions(), Operators()
-
-    def saw_function(self, func, args) -> None:
-        try:
-            tag = BUILTINS.get(func)
-        except TypeError:  # unhashable callables
-            tag = None
-        name = getattr(func, "__name__", "") or ""
-        if tag is None:
-            found = OPERATOR_NAME.search(name)
-            tag = found.group(1) if found else None
-        if tag is None and name == "_set_grad_enabled" and args and args[0] is True and not self.grad_expected:
-            tag = "autograd"
-        if tag is None and name in ("_make_dual", "_unpack_dual"):  # forward-mode AD (torch.func.jvp, forward_ad)
-            tag = "autograd"
-        if tag:
-            self.used.add(tag)
-            if tag in self.refuse:
-                _refusal(tag)()
-
-    def saw_operator(self, func) -> None:
-        found = OPERATOR_NAME.search(str(func))
-        if found and "backward" not in str(func):
-            self.used.add(found.group(1))
-            if found.group(1) in self.refuse:
-                _refusal(found.group(1))()
-        if not self.grad_expected and torch.is_grad_enabled():
-            self.used.add("autograd")
-
-    def __enter__(self):
-        _ACTIVE.append(self)
-        self.functions.__enter__()
-        self.operators.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        from torch.overrides import _get_current_function_mode_stack
-        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
-        intact = (self.operators in _get_current_dispatch_mode_stack()
-                  and self.functions in _get_current_function_mode_stack())
-        if not intact:
-            self.tampered = True
-            return False
-        self.operators.__exit__(*exc)
-        self.functions.__exit__(*exc)
-        return False
-
-    def report(self) -> dict:
-        return {"used": sorted(self.used), "tampered": self.tampered}
-
-
-_ATTEMPTS: list[str] = []
-
-
-def watch_for_escapes(home: str) -> None:
-    """Record what the sandbox stops or limits anyway (writes outside ``home``, network, signals, forks).
-
-    A Python audit hook cannot be removed once added; the sandbox blocks these actions
-    whether or not they are recorded, and the record lets the result name the attempt.
-    """
-    import os
-    import sys
-
-    me = os.getpid()
-
-    def hook(event: str, args: tuple) -> None:
-        what = None
-        if event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
-            path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
-            if path and not os.path.abspath(path).startswith(home + os.sep):
-                what = f"writes outside its folder ({path[:80]})"
-        elif event in ("socket.connect", "socket.bind", "socket.sendto"):
-            what = "opens a network connection"
-        elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
-            what = "sends a signal to another process"
-        elif event in ("os.fork", "os.forkpty"):  # libraries start helper programs; none forks by hand
-            what = "forks its own process"
-        elif event == "ctypes.dlopen":
-            what = "loads native code with ctypes"
-        if what and len(_ATTEMPTS) < 20 and what not in _ATTEMPTS:
-            _ATTEMPTS.append(what)
-
-    sys.addaudithook(hook)
-
-
-def drain_attempts() -> list[str]:
-    found = list(_ATTEMPTS)
-    _ATTEMPTS.clear()
-    return found
+# What an IPython cell's magics and shell lines turn into (``get_ipython().run_line_magic(...)``):
+# nothing, in the grader. Defined in the notebook's own namespace, so it leads nowhere else.
+IPYTHON_STUB = """
+class _GraderShell:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+def get_ipython():
+    return _GraderShell()
+"""
 
 
 class BoundedOutput(io.TextIOBase):
@@ -204,9 +45,9 @@ class BoundedOutput(io.TextIOBase):
         return True
 
     def write(self, text) -> int:
-        text = str(text)
+        text = text if type(text) is str else "<not text>"
         self.total += len(text)
-        room = OUTPUT_LIMIT - self.kept
+        room = wire.OUTPUT_LIMIT - self.kept
         if room > 0:
             self.parts.append(text[:room])
             self.kept += min(room, len(text))
@@ -217,21 +58,20 @@ class BoundedOutput(io.TextIOBase):
 
 
 def describe_error(error: BaseException) -> dict:
-    message = str(error)
+    """Type and message of an exception, even one whose ``__str__`` or class name misbehaves."""
+    try:
+        kind = type(error).__name__
+        kind = kind if type(kind) is str else "Exception"
+    except BaseException:
+        kind = "Exception"
+    try:
+        message = str(error)
+        message = message if type(message) is str else ""
+    except BaseException as inner:  # noqa: BLE001 - student code raised while describing its own error
+        message = f"(its message could not be read: printing it raised {type(inner).__name__})"
     if len(message) > ERROR_LIMIT:
         message = message[:ERROR_LIMIT] + "..."
-    return {"type": type(error).__name__, "message": message}
-
-
-def strip_magics(source: str) -> str:
-    """IPython-only lines (%magic, !shell) become `pass`, keeping line numbers."""
-    lines = []
-    for line in source.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
-            line = line[: len(line) - len(stripped)] + "pass"
-        lines.append(line)
-    return "\n".join(lines)
+    return {"type": kind[:80], "message": message}
 
 
 # Constructors the grader may ask for, to build inputs inside the worker.
@@ -240,20 +80,28 @@ CONSTRUCTORS = {
     "nn.Sequential": nn.Sequential, "nn.LayerNorm": nn.LayerNorm, "nn.Tanh": nn.Tanh,
     **{f"fixtures.{name}": value for name, value in vars(fixtures).items()
        if isinstance(value, type) and issubclass(value, nn.Module) and value.__module__ == fixtures.__name__},
+    **{f"fixtures.{name}": getattr(fixtures, name) for name in fixtures.REFERENCE_FUNCTIONS},
 }
+
+
+# Trusted stand-ins the grader may put in place of a learner's function while it checks a module
+# that calls it (``substitute``), so that a bug in the function costs only the function's task.
+REFERENCES = {name: value for name, value in CONSTRUCTORS.items() if not isinstance(value, type)}
+
+
+def cell_line(error: BaseException):
+    """The line of the cell that was running when ``error`` was raised (the cell's frame is the
+    second entry of the traceback: the first is the ``exec`` that ran it)."""
+    traceback = error.__traceback__
+    return traceback.tb_next.tb_lineno if traceback is not None and traceback.tb_next is not None else None
 
 
 class Executor:
     """One submission's namespace, and the request handlers the grader drives it with."""
 
-    def __init__(self, block=frozenset(), block_kernels: bool = False):
-        """``block``: tags of built-ins that fail when student code calls them (after its cells
-        have run, so a notebook's own demo cells may still use them). ``block_kernels`` also
-        replaces their aten kernels, which no Python-level trick gets around (sandbox only:
-        it lasts for the life of the process)."""
-        self.block = frozenset(block)
-        self.block_kernels = block_kernels
+    def __init__(self):
         self.namespace: dict = {"__name__": "__main__"}
+        exec(compile(IPYTHON_STUB, "<ipython stub>", "exec"), self.namespace)
         self.objects: dict[int, object] = {}
         self.ids: dict[int, int] = {}
         self.output = BoundedOutput()
@@ -265,8 +113,8 @@ class Executor:
             self.ids[key] = len(self.objects) + 1
             self.objects[self.ids[key]] = obj
         kind = type(obj)
-        return wire.Handle(self.ids[key], f"{kind.__module__}.{kind.__qualname__}"[:200],
-                           isinstance(obj, nn.Module))
+        name = f"{type.__getattribute__(kind, '__module__')}.{type.__getattribute__(kind, '__qualname__')}"
+        return wire.Handle(self.ids[key], str(name)[:200], issubclass(kind, nn.Module))
 
     def resolve(self, number: int):
         if number not in self.objects:
@@ -276,15 +124,17 @@ class Executor:
     def encode(self, value) -> bytes:
         return wire.encode(value, on_object=self.handle_of)
 
-    def decode(self, frame: bytes):
-        return wire.decode(frame, resolve=self.resolve)
+    def decode(self, payload: bytes):
+        return wire.decode(payload, resolve=self.resolve)
 
     # --- requests -----------------------------------------------------------------------
     def handle(self, request: dict) -> dict:
         op = request.get("op")
-        method = getattr(self, f"op_{op}", None)
+        method = getattr(self, f"op_{op}", None) if type(op) is str and op != "exec" else None
+        if op == "exec":
+            method = self.op_exec
         if method is None:
-            return {"error": {"type": "BadRequest", "message": f"unknown op {op!r}"}}
+            return {"error": {"type": "BadRequest", "message": f"unknown op {str(op)[:40]!r}"}}
         stdout, stderr = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = self.output
         try:
@@ -293,35 +143,44 @@ class Executor:
             answer = {"error": describe_error(error)}
         finally:
             sys.stdout, sys.stderr = stdout, stderr
-        attempts = drain_attempts()
-        if attempts:
-            answer["attempts"] = attempts
         return answer
 
-    def op_exec(self, request: dict) -> dict:
-        """Run cells in order; a failing cell is recorded and the next one still runs."""
-        results = []
-        for cell in request["cells"]:
+    def compile_cells(self, cells: list) -> list:
+        """Each cell's code object, or the error compiling it raised (all compiled before any runs)."""
+        compiled = []
+        for cell in cells:
             try:
-                code = compile(strip_magics(cell["source"]), f"<cell {cell['label']}>", "exec")
-                exec(code, self.namespace)
-                results.append({"label": cell["label"], "ok": True})
-            except BaseException as error:
-                results.append({"label": cell["label"], "ok": False, "error": describe_error(error),
-                                "line": self.error_line(error, cell["label"])})
-        if self.block_kernels and not _BLOCKS:
-            block_builtins(self.block)
-        names = sorted(k for k in self.namespace if not k.startswith("_"))
+                compiled.append((cell["label"], compile(cell["source"], f"<cell {cell['label']}>", "exec")))
+            except BaseException as error:  # SyntaxError, or a source nested too deeply to compile
+                compiled.append((cell["label"], error))
+        return compiled
+
+    def run_cells(self, compiled: list) -> dict:
+        """Run compiled cells in order; a failing cell is recorded and the next one still runs."""
+        results = []
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = self.output
+        try:
+            for label, code in compiled:
+                if isinstance(code, BaseException):
+                    results.append({"label": label, "ok": False, "error": describe_error(code),
+                                    "line": getattr(code, "lineno", None)})
+                    continue
+                try:
+                    exec(code, self.namespace)
+                    results.append({"label": label, "ok": True})
+                except BaseException as error:
+                    results.append({"label": label, "ok": False, "error": describe_error(error),
+                                    "line": cell_line(error)})
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+        names = sorted(k for k in self.namespace if type(k) is str and not k.startswith("_"))
         return {"cells": results, "names": names[:1000]}
 
-    @staticmethod
-    def error_line(error: BaseException, label: str):
-        if isinstance(error, SyntaxError):
-            return error.lineno
-        for frame in reversed(traceback.extract_tb(error.__traceback__)):
-            if frame.filename == f"<cell {label}>":
-                return frame.lineno
-        return None
+    def op_exec(self, request: dict) -> dict:
+        """Compile and run cells in one go (in-process use; the sandboxed worker installs its audit
+        hook between the two, see ``zygote.serve``)."""
+        return self.run_cells(self.compile_cells(request["cells"]))
 
     def target(self, request: dict):
         """A request's target: "name" (a global of the notebook), "torch:nn.X", or an object."""
@@ -349,17 +208,13 @@ class Executor:
         if request.get("seed") is not None:
             torch.manual_seed(request["seed"])
         no_grad = bool(request.get("no_grad"))
-        monitor = Monitor(grad_expected=not no_grad, refuse=self.block)
-        answer: dict = {}
+        saved = self.substitute(request.get("substitute") or {})
         try:
             with torch.no_grad() if no_grad else torch.enable_grad():
-                with monitor:
-                    value = target(*args, **kwargs)
-        except BaseException as error:
-            answer["error"] = describe_error(error)
-            answer["monitor"] = monitor.report()
-            return answer
-        answer["monitor"] = monitor.report()
+                value = target(*args, **kwargs)
+        finally:
+            self.namespace.update(saved)
+        answer: dict = {}
         answer["value"] = value
         if grad_wrt:
             if not isinstance(value, torch.Tensor) or not value.requires_grad:
@@ -373,6 +228,15 @@ class Executor:
         if request.get("return_args"):
             answer["args_after"] = args
         return answer
+
+    def substitute(self, replacements: dict) -> dict:
+        """Put trusted reference functions in place of notebook globals; returns what to restore."""
+        saved = {}
+        for name, reference in replacements.items():
+            if type(name) is str and name in self.namespace and reference in REFERENCES:
+                saved[name] = self.namespace[name]
+                self.namespace[name] = REFERENCES[reference]
+        return saved
 
     def op_getattr(self, request: dict) -> dict:
         value = self.target(request)

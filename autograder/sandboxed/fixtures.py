@@ -73,3 +73,47 @@ class ToyStack(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(x)
+
+
+# Reference functions, written from elementary tensor operations, that the grader puts in place of a
+# learner's function while it checks a module built on it (``substitute``): a module that calls
+# ``layer_norm`` is then judged on what the module itself does, and a bug in the learner's
+# ``layer_norm`` costs only that function's task. They follow the exercise contract's definitions.
+REFERENCE_FUNCTIONS = ("layer_norm", "rms_norm", "batch_norm")
+HALF = (torch.float16, torch.bfloat16)
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    """(x - mean) / sqrt(biased variance + eps) * weight + bias over the last dimension."""
+    centred = x - x.mean(dim=-1, keepdim=True)  # (..., D)
+    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * weight + bias
+
+
+def rms_norm(x, weight, eps=1e-6):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension; half precision computed in float32."""
+    compute = torch.float32 if x.dtype in HALF else x.dtype
+    xc = x.to(compute)  # (..., D)
+    out = xc / torch.sqrt((xc * xc).mean(dim=-1, keepdim=True) + eps) * weight.to(x.dtype).to(compute)
+    return out.to(x.dtype)
+
+
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    """BatchNorm over every dimension but 1 of (N, C) or (N, C, L); running statistics updated in place."""
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)  # broadcasts (C,) against x
+    if training:
+        mean = x.mean(dim=dims)
+        var = ((x - mean.reshape(shape)) ** 2).mean(dim=dims)  # biased: normalizes
+        count = x.numel() // x.shape[1]
+        if running_mean is not None and running_var is not None:
+            with torch.no_grad():
+                running_mean.mul_(1 - momentum).add_(momentum * mean)
+                running_var.mul_(1 - momentum).add_(momentum * var * count / max(count - 1, 1))  # unbiased
+    else:
+        mean, var = running_mean, running_var
+    out = (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out

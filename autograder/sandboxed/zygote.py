@@ -1,11 +1,13 @@
-"""The fork server: imports torch once, then forks one executor per submission.
+"""The fork server: imports torch once, removes what the exercise forbids, then forks one executor per submission.
 
 Started by ``autograder.sandbox`` inside the sandbox (or, where namespaces are not
-available, as a plain child process) with a control socket. For each
-``spawn`` message it receives a connected socket (SCM_RIGHTS), forks, and the child
-drops to the submission's uid, sets its resource limits and serves ``Executor``
-requests on that socket until the grader says ``bye`` or hangs up. The zygote itself
-never runs student code.
+available, as a plain child process) with a control socket and the tags the assignment
+forbids. Before it forks anything it removes those capabilities (``guard.remove_capabilities``)
+and keeps the registrations in a local variable of ``main``. For each ``spawn`` message it
+receives a connected socket (SCM_RIGHTS), forks, and the child drops to the submission's
+uid, sets its resource limits and its seccomp filter (no threads, no processes, no
+signals) and serves requests on that socket until the grader says ``bye`` or hangs up.
+The zygote itself never runs student code.
 """
 
 from __future__ import annotations
@@ -18,81 +20,114 @@ import select
 import shutil
 import signal
 import socket
-import struct
+import sys
 
 import torch
 
 torch.set_num_threads(1)
 torch.set_num_interop_threads(1)
 
-from autograder import wire  # noqa: E402
-from autograder.sandboxed.executor import Executor, Monitor, watch_for_escapes  # noqa: E402
+from autograder.sandboxed import guard, seccomp, wire  # noqa: E402
+from autograder.sandboxed.executor import Executor, describe_error  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 WORK_ROOT = os.environ.get("AUTOGRADER_WORK_ROOT", "/tmp")
 
 
 def warm_up() -> None:
-    """Page in the code paths students use, so each fork starts hot."""
+    """Page in the code paths students use, so each fork starts hot.
+
+    The worker has no accelerator: ``torch.manual_seed`` would still queue CUDA and XPU seeding calls
+    that never run, each with a stack trace (frames, which the audit hook refuses). Drop them.
+    """
+    import importlib
+
+    for name in ("torch.cuda", "torch.cuda.random", "torch.xpu", "torch.xpu.random", "torch.mtia"):
+        module = importlib.import_module(name)
+        if hasattr(module, "_lazy_call"):
+            module._lazy_call = lambda callable, **kwargs: None
     x = torch.randn(4, 8, requires_grad=True)
     attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
     out = attn(x[None], x[None], x[None], need_weights=False)[0]
     out = torch.nn.functional.gelu(torch.nn.Linear(8, 8)(out)) + x.mean(-1, keepdim=True)
     (out.var(-1) + out.pow(2).mean()).sum().backward()
     torch.rsqrt(x.detach().to(torch.bfloat16).float() + 2).half().float()
+    torch.nn.functional.layer_norm(x * 2, (8,)).sum()
+    with guard.Monitor():
+        (x * 2).sum()
     executor = Executor()
-    for grad in (True, False):
-        with torch.enable_grad() if grad else torch.no_grad(), Monitor(grad_expected=grad):
-            torch.nn.functional.layer_norm(x * 2, (8,)).sum()
     executor.decode(executor.encode({"value": [x, torch.float16, None, 1.5, "s", attn]}))
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def serve(sock: socket.socket, home: str) -> None:
+    """The worker's loop: one numbered request in; its answer and a trailer out.
 
+    The trailer carries the request's number (which student code never sees), what the
+    monitor and the audit hook recorded while the request ran, the sources compiled at run
+    time and the output count. The channel is read and written with ``os.read``/``os.write``
+    and the trailer made by ``wire.encode_trailer``, all taken before any student code runs,
+    so monkeypatching ``socket``, ``json`` or ``os`` later changes nothing here.
+    """
+    read, write, fd = os.read, os.write, sock.fileno()
+    read_frame, frame, split_number, encode_trailer = wire.read_frame, wire.frame, wire.split_number, \
+        wire.encode_trailer
+    executor = Executor()
+    monitor = drain = None
 
-def recv_frame(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">I", recv_exact(sock, 4))
-    if size > wire.MAX_FRAME_BYTES:
-        raise EOFError
-    return recv_exact(sock, size)
+    def read_exact(n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = read(fd, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
 
+    def write_all(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[write(fd, view):]
 
-def send_frame(sock: socket.socket, frame: bytes) -> None:
-    sock.sendall(struct.pack(">I", len(frame)) + frame)
-
-
-def serve(sock: socket.socket, block) -> None:
-    """The child's loop: one request frame in, one answer frame out."""
-    executor = Executor(block=block, block_kernels=True)
     while True:
         try:
-            frame = recv_frame(sock)
-        except (EOFError, OSError):
+            number, payload = split_number(read_frame(read_exact))
+        except (EOFError, OSError, wire.WireError):
             return
         try:
-            request = executor.decode(frame)
-        except Exception as error:
-            answer = {"error": {"type": "BadRequest", "message": str(error)[:200]}}
-        else:
+            request = executor.decode(payload)
             if request.get("op") == "bye":
                 return
-            answer = executor.handle(request)
-            if request.get("op") != "output":
-                answer["output_total"] = executor.output.total
+            if request.get("op") == "exec" and drain is None:
+                compiled = executor.compile_cells(request["cells"])
+                drain = guard.audit_hook(home, os.getpid())
+                forget_the_grader()
+                answer = executor.run_cells(compiled)
+                monitor = guard.Monitor().__enter__()  # for good: the worker has one thread
+            elif drain is None:
+                answer = {"error": {"type": "BadRequest", "message": "cells must run first"}}
+            else:
+                answer = executor.handle(request)
+        except BaseException as error:  # a request the worker cannot read, or student code escaping handle
+            answer = {"error": describe_error(error)}
         try:
             reply = executor.encode(answer)
-        except Exception as error:  # a value the wire cannot carry, or one that fails to convert
-            reply = wire.encode({"error": {"type": "UnsupportedValue",
-                                           "message": f"the result could not be sent back: {str(error)[:200]}"}})
-        send_frame(sock, reply)
+        except BaseException as error:  # a value the wire cannot carry, or student code raising while it is read
+            reply = wire.encode({"error": {"type": "UnsupportedValue", "message":
+                                           f"the result could not be sent back: {describe_error(error)['message']}"}})
+        attempts, sources = drain() if drain is not None else ([], [])
+        record = monitor.drain() if monitor is not None else {"used": [], "tampered": False}
+        trailer = encode_trailer(number, record["used"], record["tampered"], attempts, sources, executor.output.total)
+        try:
+            write_all(frame(reply) + frame(trailer))
+        except OSError:
+            return
+
+
+def forget_the_grader() -> None:
+    """Drop the worker's own modules from ``sys.modules``: student code finds no grader by importing it."""
+    for name in [name for name in sys.modules if name == "autograder" or name.startswith("autograder.")]:
+        del sys.modules[name]
 
 
 def become_worker(sock: socket.socket, control: socket.socket, spec: dict) -> None:
@@ -125,8 +160,9 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict) -> No
             os.setuid(spec["uid"])
             resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
         os.umask(0o077)
-        watch_for_escapes(home)
-        serve(sock, spec.get("block", []))
+        if seccomp.supported():
+            seccomp.install(seccomp.worker_filter())
+        serve(sock, home)
     except BaseException:
         code = 70
     finally:
@@ -141,9 +177,10 @@ def current_vm_bytes() -> int:
     return 0
 
 
-def main(control_fd: int) -> None:
+def main(control_fd: int, block=()) -> None:
     control = socket.socket(fileno=control_fd)
     warm_up()
+    registrations = guard.remove_capabilities(block)  # noqa: F841 - alive, and out of reach, while main runs
     children: dict[int, int] = {}  # pid -> uid
     ended: dict[int, dict] = {}
     control.sendall(json.dumps({"ready": True, "pid": os.getpid()}).encode() + b"\n")

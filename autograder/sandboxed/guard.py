@@ -1,0 +1,323 @@
+"""The rules of an exercise, enforced inside the worker before any student code runs.
+
+Three defences, each set up by trusted code and none reachable from student code without
+a tool that the audit hook refuses or the source scan flags:
+
+1. ``remove_capabilities`` (in the zygote, before it forks): every PyTorch operator of the
+   normalization family (layer, batch, group, instance and RMS norm, their fused, native,
+   quantized and backward variants: any of them computes the others by reshaping) is found
+   in the dispatcher's own operator list by name and given a kernel that refuses, on every
+   dispatch key that has a kernel (CPU, composite, nested, quantized, mkldnn, ...). PyTorch's
+   Python implementations of the same (``torch._refs``, ``torch._decomp``, ``torch._prims``,
+   meta registrations, functorch) are neutered where they live: every function whose name
+   says it normalizes gets code that refuses, so every namespace that holds it sees the
+   refusal. The registrations live in a local variable of the zygote's main frame: no
+   module, list or finalizer registry points at them.
+2. ``audit_hook`` (in each worker, after the cells are compiled, before they run): refuses
+   the tools that could undo the above or reach the grader's own objects (ctypes, building
+   code objects, the garbage collector's object lists, tracers and profilers, frames of
+   tracebacks and generators, ``sys._getframe``, unmarshalling code, replacing a function's
+   code, importing PyTorch's implementation packages or code written at run time) and
+   records every attempt; it also keeps every source compiled at run time, so the grader
+   scans generated code too. An audit hook cannot be removed from Python.
+3. ``Monitor``: a function mode and a dispatch mode, entered for good after the cells have
+   run. The worker has exactly one thread (its seccomp filter refuses new ones), so the
+   thread-local modes see everything student code does: each use of a normalization
+   built-in, and every operation that records an autograd graph or uses forward-mode AD.
+
+What the monitor and the hook recorded reaches the grader inside the answer to the request
+during which it happened, stamped with a number that student code never sees.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
+NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
+COMPUTING_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                  "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor", "NestedTensorCPU",
+                  "QuantizedCPU", "MkldnnCPU",
+                  "SparseCPU", "SparseCsrCPU")
+# PyTorch's own Python implementations of operators: references, decompositions, primitives, meta
+# functions and functorch. A student has no use for them; they contain a norm's forward and backward.
+IMPLEMENTATIONS = ("torch._refs", "torch._decomp", "torch._prims", "torch._prims_common", "torch._meta_registrations",
+                   "torch._functorch", "torch._inductor", "torch._dynamo", "torch._higher_order_ops",
+                   "torch.fx.experimental", "torch._subclasses")
+PRELOADED = ("torch._refs", "torch._refs.nn.functional", "torch._refs.linalg", "torch._refs.special", "torch._decomp",
+             "torch._decomp.decompositions", "torch._prims", "torch._meta_registrations", "torch._functorch",
+             "torch.func")
+AUTOGRAD_OPS = re.compile(r"_make_dual|_unpack_dual|_fw_primal")
+
+
+class Refused(ValueError):
+    """What student code gets when it reaches for something the exercise or the sandbox forbids.
+
+    A ValueError, so that the standard library's own callers of ``sys._getframe`` (namedtuple,
+    enum, typing) fall back quietly, as they do where frames are not available.
+    """
+
+
+def tag_of(name: str) -> str | None:
+    """The norm tag an operator or function name belongs to (``"layer_norm"``...), or None."""
+    found = FAMILY.search(name)
+    return found.group(2) + "_norm" if found else None
+
+
+def refusal_message(what: str) -> str:
+    return (f"{what} was called, and this exercise forbids it: write the computation yourself "
+            "from elementary tensor operations")
+
+
+# --- 1. capabilities removed before any student code ------------------------------------
+
+def remove_capabilities(tags) -> list:
+    """Refuse every normalization operator and Python implementation when ``tags`` name a norm.
+
+    Returns the dispatcher registrations, which must stay alive (and out of reach) for as long
+    as the refusal should hold: the caller keeps them in a local variable of a frame that
+    never returns.
+    """
+    if not set(tags) & set(NORM_TAGS):
+        return []
+    import importlib
+    import warnings
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional package that fails to import cannot be used either
+            pass
+    libraries: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is the point
+        for qualified in torch._C._dispatch_get_all_op_names():
+            if not tag_of(qualified):
+                continue
+            namespace, _, name = qualified.partition("::")
+            for key in COMPUTING_KEYS:
+                if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+                    continue
+                if namespace not in libraries:
+                    libraries[namespace] = torch._C._dispatch_library("IMPL", namespace, "")
+                libraries[namespace].impl(name, key, _kernel_refusal(qualified))
+    _neuter_python_implementations()
+    return list(libraries.values())
+
+
+def _kernel_refusal(qualified: str):
+    message = refusal_message(f"PyTorch's {qualified} operator")
+
+    def refuse(*args, **kwargs):
+        raise Refused(message)
+
+    return refuse
+
+
+def _neuter_python_implementations() -> None:
+    """Give every norm function of PyTorch's Python implementations code that refuses."""
+    import gc
+    import os
+
+    roots = tuple(os.path.dirname(sys.modules[name].__file__) if sys.modules[name].__file__.endswith("__init__.py")
+                  else sys.modules[name].__file__
+                  for name in IMPLEMENTATIONS if name in sys.modules and getattr(sys.modules[name], "__file__", None))
+    for obj in gc.get_objects():
+        if type(obj) is not type(_neuter_python_implementations):
+            continue
+        code = obj.__code__
+        if "norm" not in code.co_name.lower() or not code.co_filename.startswith(roots):
+            continue
+        obj.__code__ = _code_refusal(code, f"PyTorch's Python implementation {obj.__module__}.{obj.__qualname__}")
+
+
+def _code_refusal(code, what: str):
+    """A code object that raises ``Refused``, with as many free variables as ``code`` has."""
+    free = ", ".join(f"v{i}" for i in range(len(code.co_freevars)))
+    source = (f"def make({free}):\n    def refuse(*args, **kwargs):\n        raise ValueError({refusal_message(what)!r})\n"
+              f"        {free or 'pass'}\n    return refuse\n")
+    namespace: dict = {}
+    exec(compile(source, "<refusal>", "exec"), namespace)
+    return namespace["make"](*range(len(code.co_freevars))).__code__.replace(co_name=code.co_name)
+
+
+# --- 2. the audit hook ----------------------------------------------------------------------
+
+REFUSED_EVENTS = {
+    "ctypes.dlopen": "loads native code with ctypes", "ctypes.dlsym": "looks up native code with ctypes",
+    "ctypes.dlsym/handle": "looks up native code with ctypes", "ctypes.call_function": "calls native code with ctypes",
+    "ctypes.addressof": "reads raw memory with ctypes", "ctypes.cdata": "reads raw memory with ctypes",
+    "ctypes.cdata/buffer": "reads raw memory with ctypes", "ctypes.string_at": "reads raw memory with ctypes",
+    "ctypes.wstring_at": "reads raw memory with ctypes", "ctypes.PyObj_FromPtr": "turns an address into an object",
+    "code.__new__": "builds a code object by hand", "marshal.loads": "unmarshals code", "marshal.load": "unmarshals code",
+    "gc.get_objects": "lists every object in the interpreter", "gc.get_referrers": "searches objects' referrers",
+    "gc.get_referents": "searches objects' referents", "sys.settrace": "installs a tracer",
+    "sys.setprofile": "installs a profiler", "sys._current_frames": "reads the interpreter's frames",
+    "sys.addaudithook": "adds an audit hook",
+}
+QUIET_REFUSALS = {"sys._getframe"}  # also refused, without a note: the standard library asks for it harmlessly
+FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+MAX_SOURCES = 64
+MAX_SOURCE_CHARS = 64 * 1024
+
+
+def audit_hook(home: str, me: int):
+    """Install the worker's audit hook; returns ``drain() -> (attempts, sources)`` for the trusted loop."""
+    import os
+
+    attempts: list[str] = []
+    sources: list[str] = []
+    blocked_imports = IMPLEMENTATIONS + ("autograder",)
+
+    def note(what: str) -> None:
+        if len(attempts) < 20 and what not in attempts:
+            attempts.append(what)
+
+    def hook(event: str, args: tuple) -> None:
+        if event in REFUSED_EVENTS:
+            note(REFUSED_EVENTS[event])
+            raise Refused(f"the grader's sandbox refuses this: the code {REFUSED_EVENTS[event]}")
+        if event in QUIET_REFUSALS:
+            raise Refused("frames are not available in the grader's sandbox")
+        if event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
+            raise Refused("frames are not available in the grader's sandbox")
+        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+            note("replaces a function's code")
+            raise Refused("the grader's sandbox refuses this: the code replaces a function's code")
+        if event == "compile":
+            if len(sources) < MAX_SOURCES and args and isinstance(args[0], (str, bytes)):
+                text = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
+                sources.append(text[:MAX_SOURCE_CHARS])
+            elif len(sources) >= MAX_SOURCES:
+                note("compiles more code at run time than the grader inspects")
+        elif event == "import" and args and isinstance(args[0], str) and _within(args[0], blocked_imports):
+            note(f"imports {args[0]}, an internal implementation package")
+            raise Refused(f"the grader's sandbox refuses this: the code imports {args[0]}")
+        elif event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
+            path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+            if path and not os.path.abspath(path).startswith(home + os.sep):
+                note(f"writes outside its folder ({path[:80]})")
+        elif event in ("socket.connect", "socket.bind", "socket.sendto"):
+            note("opens a network connection")
+        elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
+            note("sends a signal to another process")
+        elif event in ("os.fork", "os.forkpty", "os.posix_spawn", "subprocess.Popen", "os.system", "os.exec"):
+            note("starts a process")
+        elif event == "_thread.start_new_thread":
+            note("starts a thread")
+
+    def drain() -> tuple[list[str], list[str]]:
+        found, compiled = list(attempts), list(sources)
+        attempts.clear()
+        sources.clear()
+        return found, compiled
+
+    sys.addaudithook(hook)
+    return drain
+
+
+def _within(module: str, packages) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+# --- 3. the monitor ---------------------------------------------------------------------------
+
+BUILTINS = {
+    torch.autograd.grad: "autograd", torch.autograd.backward: "autograd", torch.Tensor.backward: "autograd",
+}
+# Taken from PyTorch's C types now: student code can shadow ``torch.is_grad_enabled`` or
+# ``torch.Tensor.requires_grad`` with Python attributes, but not these.
+_grad_enabled = torch._C.is_grad_enabled
+_TensorBase = torch._C.TensorBase
+_requires_grad = torch._C.TensorBase.requires_grad.__get__
+
+
+class Monitor:
+    """Records the normalization built-ins and the autograd use of the code run while it is active.
+
+    ``refuse``: tags whose built-ins fail when called (the in-kernel nbgrader mode, where no
+    kernel is removed); in the sandbox the kernels themselves refuse.
+    """
+
+    def __init__(self, refuse=frozenset()):
+        self.refuse = frozenset(refuse)
+        self.used: set[str] = set()
+        monitor = self
+
+        class Functions(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                monitor.saw_function(func)
+                return func(*args, **(kwargs or {}))
+
+        class Operators(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                monitor.saw_operator(func, args, kwargs)
+                return func(*args, **(kwargs or {}))
+
+        self.functions, self.operators = Functions(), Operators()
+
+    def record(self, tag: str) -> None:
+        self.used.add(tag)
+        if tag in self.refuse:
+            raise Refused(refusal_message(f"a PyTorch {tag.replace('_', '-')} built-in"))
+
+    def saw_function(self, func) -> None:
+        try:
+            tag = BUILTINS.get(func)
+        except TypeError:  # unhashable callables
+            tag = None
+        name = getattr(func, "__name__", "") or ""
+        if tag is None and type(name) is str:
+            tag = tag_of(name) or ("autograd" if AUTOGRAD_OPS.search(name) else None)
+        if tag:
+            self.record(tag)
+
+    def saw_operator(self, func, args, kwargs) -> None:
+        name = str(func)
+        tag = tag_of(name)
+        if tag and "backward" not in name:
+            self.record(tag)
+        if AUTOGRAD_OPS.search(name):
+            self.record("autograd")
+        elif _grad_enabled() and _records_a_graph(args, kwargs):
+            self.record("autograd")
+
+    def __enter__(self):
+        self.functions.__enter__()
+        self.operators.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.intact():
+            self.operators.__exit__(*exc)
+            self.functions.__exit__(*exc)
+        return False
+
+    def intact(self) -> bool:
+        """Are both modes still where they were entered?"""
+        from torch.overrides import _get_current_function_mode_stack
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        return self.operators in _get_current_dispatch_mode_stack() and \
+            self.functions in _get_current_function_mode_stack()
+
+    def drain(self) -> dict:
+        report = {"used": sorted(self.used), "tampered": not self.intact()}
+        self.used = set()
+        return report
+
+
+def _records_a_graph(args, kwargs) -> bool:
+    """True when some tensor argument requires grad: with grad mode on, the operator records a graph."""
+    for value in list(args) + list(dict.values(kwargs or {})):
+        if isinstance(value, _TensorBase) and _requires_grad(value):
+            return True
+        if type(value) in (list, tuple):
+            if any(isinstance(v, _TensorBase) and _requires_grad(v) for v in value):
+                return True
+    return False

@@ -1,0 +1,296 @@
+"""The wire format between the grader and the sandboxed worker: framing, JSON, raw tensor bytes.
+
+Both sides use this module and nothing else to talk; it is the only code the trusted side
+shares with the worker's transport. Decoding never unpickles and never calls code the
+worker chose: a frame becomes plain Python values (None, bool, int, float, str, list,
+tuple, dict with str keys), fresh dense CPU tensors built from raw bytes, dtypes, and
+opaque ``Handle``s naming objects that stay in the worker.
+
+A frame on the socket: 4-byte big-endian length, then the payload. A payload: 4-byte
+big-endian length of the JSON header, the header, then the blobs the header points into
+(``{"tensor": {..., "offset": o, "nbytes": n}}``).
+
+Everything a hostile worker could send is bounded *before* it is allocated: the frame's
+length is checked before its bytes are read, the header's length and nesting before it is
+parsed, and every tensor's rank, dimensions, element count and byte range before a tensor
+is made. A frame that breaks a bound raises ``WireError``, which the grader reports as the
+submission's fault.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+
+import torch
+
+MAX_FRAME_BYTES = 64 * 2**20  # one answer, tensors included
+MAX_HEADER_BYTES = 2 * 2**20  # its JSON header
+MAX_DEPTH = 32  # nesting of lists, tuples and dicts
+MAX_ITEMS = 100_000  # values in one frame
+MAX_RANK = 8  # dimensions of one tensor
+MAX_ELEMENTS = 2**24  # elements of one tensor (64 MiB of float32 would not fit a frame anyway)
+OUTPUT_LIMIT = 64 * 1024  # characters of print() output the worker keeps per submission
+
+DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+ITEM_BYTES = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in DTYPES.items()}
+_LENGTH = struct.Struct(">I")
+
+
+class WireError(ValueError):
+    """A frame that is malformed, too big or names something unknown."""
+
+
+@dataclass(frozen=True)
+class Handle:
+    """An object that lives in the worker (a module, a class, a function), by number."""
+
+    id: int
+    type: str = "object"
+    is_module: bool = False
+
+    def __repr__(self) -> str:
+        return f"<{self.type} #{self.id} in the worker>"
+
+
+@dataclass
+class TensorInfo:
+    """What the worker reported about a tensor besides its values (self-reported, so advisory)."""
+
+    requires_grad: bool = False
+    has_grad: bool = False
+    is_parameter: bool = False
+    exact_type: bool = True
+
+
+# --- framing ----------------------------------------------------------------------------
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its length in front, ready for the socket."""
+    if len(payload) > MAX_FRAME_BYTES:
+        raise WireError(f"a frame of {len(payload):,} bytes is over the {MAX_FRAME_BYTES:,}-byte limit")
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def read_frame(read_exact) -> bytes:
+    """The next payload, read with ``read_exact(n) -> bytes``; the length is checked before the bytes are read."""
+    (size,) = _LENGTH.unpack(read_exact(4))
+    if size > MAX_FRAME_BYTES:
+        raise WireError(f"a frame announced {size:,} bytes, over the {MAX_FRAME_BYTES:,}-byte limit")
+    return read_exact(size)
+
+
+def send(sock, value, on_object=None) -> None:
+    """Encode ``value`` and write it to ``sock`` as one frame."""
+    sock.sendall(frame(encode(value, on_object)))
+
+
+# --- values -----------------------------------------------------------------------------
+
+def encode(value, on_object=None) -> bytes:
+    """value -> one payload. ``on_object(obj) -> Handle`` encodes anything not plain (worker side)."""
+    blobs: list[bytes] = []
+    offset = [0]
+
+    def tensor(t: torch.Tensor) -> dict:
+        exact = type(t) in (torch.Tensor, torch.nn.Parameter)
+        plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()) if not exact else t.detach()
+        plain = plain.to("cpu").contiguous().clone()
+        name = DTYPE_NAMES.get(plain.dtype)
+        if name is None:
+            raise WireError(f"tensors of dtype {plain.dtype} are not supported")
+        if plain.dim() > MAX_RANK or plain.numel() > MAX_ELEMENTS:
+            raise WireError(f"a tensor of shape {tuple(plain.shape)} is larger than the grader reads")
+        raw = plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b""
+        blobs.append(raw)
+        entry = {
+            "dtype": name, "shape": list(plain.shape), "offset": offset[0], "nbytes": len(raw),
+            "requires_grad": bool(t.requires_grad), "has_grad": t.grad is not None if t.is_leaf else False,
+            "is_parameter": isinstance(t, torch.nn.Parameter), "exact_type": exact,
+        }
+        offset[0] += len(raw)
+        if offset[0] > MAX_FRAME_BYTES:
+            raise WireError("the answer's tensors are larger than a frame")
+        return {"tensor": entry}
+
+    def walk(v, depth: int):
+        if depth > MAX_DEPTH:
+            raise WireError("value nested too deeply")
+        kind = type(v)
+        if v is None or kind is bool or kind is str:
+            return v
+        if kind is int:
+            return v if abs(v) < 2**63 else {"float": float(v)}
+        if kind is float:
+            return v if math.isfinite(v) else {"float": repr(v)}
+        if isinstance(v, torch.Tensor):
+            return tensor(v)
+        if isinstance(v, torch.dtype):
+            return {"dtype": DTYPE_NAMES.get(v, str(v))}
+        if isinstance(v, Handle):
+            return {"object": {"id": v.id, "type": v.type, "is_module": v.is_module}}
+        if kind in (list, tuple, torch.Size):
+            items = [walk(x, depth + 1) for x in v]
+            return items if kind is list else {"tuple": items}
+        if isinstance(v, dict) and all(type(k) is str for k in v):  # OrderedDict from state_dict() too
+            return {"dict": {k: walk(x, depth + 1) for k, x in v.items()}}
+        if on_object is None:
+            raise WireError(f"cannot send a {kind.__name__}")
+        return walk(on_object(v), depth + 1)
+
+    header = json.dumps(walk(value, 0), allow_nan=False).encode()
+    if len(header) > MAX_HEADER_BYTES:
+        raise WireError("the answer's description is too large")
+    body = b"".join(blobs)
+    if 4 + len(header) + len(body) > MAX_FRAME_BYTES:
+        raise WireError("the answer is larger than a frame")
+    return _LENGTH.pack(len(header)) + header + body
+
+
+def _shape(entry: dict) -> list[int]:
+    shape = entry.get("shape")
+    if type(shape) is not list or len(shape) > MAX_RANK:
+        raise WireError("a tensor's shape is not a list of at most 8 sizes")
+    if not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape):
+        raise WireError("a tensor has a negative or oversized dimension")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise WireError("a tensor has more elements than the grader reads")
+    return shape
+
+
+def decode(payload: bytes, resolve=None):
+    """One payload -> plain values and fresh tensors. ``resolve(id) -> object`` maps handles (worker side)."""
+    if len(payload) < 4 or len(payload) > MAX_FRAME_BYTES:
+        raise WireError("a frame has a bad size")
+    (length,) = _LENGTH.unpack_from(payload)
+    if length > MAX_HEADER_BYTES or length > len(payload) - 4:
+        raise WireError("a frame's header is longer than allowed or than the frame")
+    view = memoryview(payload)
+    try:
+        tree = json.loads(bytes(view[4:4 + length]))
+    except (ValueError, RecursionError) as error:
+        raise WireError(f"a frame's header is not JSON ({type(error).__name__})") from None
+    body = view[4 + length:]
+    count = [0]
+
+    def tensor(entry: dict) -> torch.Tensor:
+        name = entry.get("dtype")
+        if type(name) is not str or name not in DTYPES:
+            raise WireError("a tensor has an unknown dtype")
+        shape = _shape(entry)
+        start, nbytes = entry.get("offset"), entry.get("nbytes")
+        if type(start) is not int or type(nbytes) is not int or start < 0 or nbytes < 0 or start + nbytes > len(body):
+            raise WireError("a tensor's bytes lie outside the frame")
+        if math.prod(shape) * ITEM_BYTES[name] != nbytes:
+            raise WireError("a tensor's size does not match its shape")
+        dtype = DTYPES[name]
+        flat = torch.frombuffer(bytearray(body[start:start + nbytes]), dtype=dtype) if nbytes else \
+            torch.empty(0, dtype=dtype)
+        out = flat.reshape(shape)
+        out._wire_info = TensorInfo(
+            requires_grad=entry.get("requires_grad") is True, has_grad=entry.get("has_grad") is True,
+            is_parameter=entry.get("is_parameter") is True, exact_type=entry.get("exact_type") is not False,
+        )
+        return out
+
+    def walk(v, depth: int):
+        count[0] += 1
+        if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
+            raise WireError("a frame's value is too large or nested too deeply")
+        if v is None or type(v) in (bool, int, float, str):
+            return v
+        if type(v) is list:
+            return [walk(x, depth + 1) for x in v]
+        if type(v) is not dict or len(v) != 1:
+            raise WireError("a frame holds a value of unknown kind")
+        (key, inner), = v.items()
+        if key == "tensor" and type(inner) is dict:
+            return tensor(inner)
+        if key == "tuple" and type(inner) is list:
+            return tuple(walk(x, depth + 1) for x in inner)
+        if key == "dict" and type(inner) is dict:
+            return {str(k): walk(x, depth + 1) for k, x in inner.items()}
+        if key == "float" and type(inner) in (str, float):
+            try:
+                return float(inner)
+            except ValueError:
+                raise WireError("a frame holds a float that is not a number") from None
+        if key == "dtype" and type(inner) is str:
+            return DTYPES.get(inner, inner[:40])
+        if key == "object" and type(inner) is dict and type(inner.get("id")) is int:
+            if resolve is not None:
+                return resolve(inner["id"])
+            return Handle(inner["id"], str(inner.get("type", "object"))[:200], inner.get("is_module") is True)
+        raise WireError(f"a frame holds a value of unknown kind {str(key)[:40]!r}")
+
+    return walk(tree, 0)
+
+
+def tensor_info(t: torch.Tensor) -> TensorInfo:
+    """What the worker said about a decoded tensor (defaults for tensors made locally)."""
+    return getattr(t, "_wire_info", TensorInfo())
+
+
+# --- the worker's own records ---------------------------------------------------------------
+# A request's number travels in front of its payload, outside the JSON, and comes back in a
+# trailer after the answer. Both are made and read with built-in types' methods only (bytes,
+# str, int, list), which Python code cannot monkeypatch, so student code that replaces
+# ``json`` or ``socket`` functions can neither read a number nor forge a trailer.
+
+NUMBER_BYTES = 8
+MAX_TRAILER_ITEMS = 100
+
+
+def numbered(number: int, payload: bytes) -> bytes:
+    """A request payload with its number in front."""
+    return number.to_bytes(NUMBER_BYTES, "big") + payload
+
+
+def split_number(payload: bytes) -> tuple[int, bytes]:
+    if len(payload) < NUMBER_BYTES:
+        raise WireError("a request is shorter than its number")
+    return int.from_bytes(payload[:NUMBER_BYTES], "big"), payload[NUMBER_BYTES:]
+
+
+def encode_trailer(number: int, used: list, tampered: bool, attempts: list, compiled: list, output_total: int) -> bytes:
+    """The trailer: fields separated by newlines, strings as hex of their UTF-8 bytes."""
+    def strings(items) -> str:
+        return ",".join(str.encode(item, "utf-8", "replace").hex() for item in items[:MAX_TRAILER_ITEMS])
+
+    fields = [str(number), strings(used), "1" if tampered else "0", strings(attempts), strings(compiled),
+              str(output_total)]
+    return str.encode("\n".join(fields), "ascii")
+
+
+def decode_trailer(payload: bytes) -> dict:
+    """A trailer's fields, bounded and checked; WireError for anything else."""
+    try:
+        fields = bytes.decode(payload, "ascii").split("\n")
+        if len(fields) != 6:
+            raise ValueError
+        number, used, tampered, attempts, compiled, total = fields
+
+        def strings(text: str) -> list[str]:
+            items = text.split(",") if text else []
+            if len(items) > MAX_TRAILER_ITEMS:
+                raise ValueError
+            return [bytes.fromhex(item).decode("utf-8", "replace") for item in items]
+
+        return {"number": int(number), "monitor": {"used": strings(used), "tampered": tampered == "1"},
+                "attempts": strings(attempts), "compiled": strings(compiled), "output_total": int(total)}
+    except ValueError:
+        raise WireError("a trailer that is not the worker's") from None
