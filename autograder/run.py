@@ -38,9 +38,13 @@ class Graded:
     crashes: list[str] = field(default_factory=list)  # what ended a worker, per task
 
 
-def exec_request(cells: list) -> dict:
+def exec_request(cells: list, upto: int | None = None, skip=()) -> dict:
     """The request that runs a submission's cells (``load.Cell``s) in order in an executor."""
-    return {"op": "exec", "cells": [{"label": cell.label, "source": cell.source} for cell in cells]}
+    return {"op": "exec", "cells": [{"label": cell.label, "source": cell.source} for cell in cells], "upto": upto,
+            "skip": list(skip)}
+
+
+MAX_SKIPPED_CELLS = 3  # cells that end the worker, found and left out before grading gives up on the cells
 
 
 class Session:
@@ -53,14 +57,47 @@ class Session:
         self.events: list[str] = []
         self.cell_errors: list[str] = []
         self.refusals: list[str] = []  # cells stopped by a forbidden built-in (a comparison cell, typically)
+        self.skipped: list[str] = []  # labels of cells that end the worker
         self.attempts: list[str] = []
         self.findings: list = []
         self.crashes: list[str] = []
         self.output_total = 0
 
     def start(self) -> None:
-        self.worker = self.sandbox.spawn(self.slot)
-        answer = self.carry(exec_request(self.cells))
+        """A fresh worker with the cells run in it, leaving out any cell that ends the worker."""
+        while True:
+            self.worker = self.sandbox.spawn(self.slot)
+            try:
+                answer = self.carry(exec_request(self.cells, skip=self.skipped))
+                break
+            except WorkerLost as error:
+                if len(self.skipped) >= MAX_SKIPPED_CELLS or not self.find_fatal_cell(error):
+                    raise
+        self.report_cells(answer)
+
+    def find_fatal_cell(self, error: WorkerLost) -> bool:
+        """Find, by running fewer cells in fresh workers, the first cell that ends a worker; skip it from now on."""
+        low, high = 0, len(self.cells)  # the first `low` cells run fine; the first `high` do not
+        while high - low > 1:
+            middle = (low + high) // 2
+            self.remaining()  # out of time: give up the search, not blame a cell
+            self.worker = self.sandbox.spawn(self.slot)
+            try:
+                self.carry(exec_request(self.cells, upto=middle, skip=self.skipped))
+                low = middle
+            except WorkerLost:
+                high = middle
+            finally:
+                self.worker.close()
+        label = self.cells[high - 1].label if high else None
+        if label is None or label in self.skipped:
+            return False
+        self.skipped.append(label)
+        self.crashes.append(f"while cell {label} ran ({error}); the workers that graded the tasks ran the notebook "
+                            f"without that cell")
+        return True
+
+    def report_cells(self, answer: dict) -> None:
         if self.cell_errors or self.refusals:
             return  # a fresh worker after a crash: the cells said what they had to the first time
         for cell in answer.get("cells", []):
@@ -129,7 +166,7 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -
         try:
             session.start()
         except WorkerLost as error:
-            session.crashes.append(f"while its cells ran: {error}")
+            session.crashes.append(f"while its cells ran ({error})")
         parts = scoring.grade(assignment, Submission(session), on_crash=session.crashes.append)
     finally:
         output = session.close()
@@ -156,7 +193,8 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     graded = grade_submission(assignment, entry.cells, sandbox, slot, limits)
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
     problems = entry.problems + graded.cell_errors + graded.refusals
-    problems += [f"a worker ended {what}; that task lost the tests it had left, the others ran in a fresh worker"
+    problems += [f"a worker ended {what}" + ("" if what.startswith("while") else
+                                              "; that task lost the tests it had left, the next ran in a fresh worker")
                  for what in graded.crashes]
     if graded.output_chars > wire.OUTPUT_LIMIT:
         problems.append(f"the code printed {graded.output_chars:,} characters; only the first "

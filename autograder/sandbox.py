@@ -105,11 +105,15 @@ def bwrap_command(python: str, seccomp_fd: int | None = None) -> list[str]:
     command += ["--perms", "0755", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
                 "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
                 "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+    command += [arg for name, value in WORKER_ENV.items() for arg in ("--setenv", name, value)]
     if seccomp_fd is not None:
         command += ["--seccomp", str(seccomp_fd)]
     command += ["--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
     return command
 
+
+# A worker may start no thread (its seccomp filter): numpy's OpenBLAS would try to after the fork, and hang.
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 # -I ignores PYTHON* variables and user site; -S skips site, so add site-packages by hand.
 BOOT = ("import sys, site; sys.path[:0] = ['/opt/autograder']; "
@@ -148,7 +152,7 @@ class Sandbox:
             command = [python, "-I", "-S", "-c", boot.replace("/opt/autograder", str(PACKAGE.parent))]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, pass_fds=tuple(passed),
-                                        start_new_session=True)
+                                        start_new_session=True, env={**os.environ, **WORKER_ENV})
         theirs.close()
         if program is not None:
             program.close()
@@ -255,19 +259,20 @@ class Worker:
         return WorkerLost("protocol_violation", f"the worker's channel carried {what}: the code wrote to the "
                                                 "grader's socket, or returned something the grader cannot read")
 
-    def _exact(self, n: int, deadline: float) -> bytes:
-        chunks, left = [], n
-        while left:
+    def _exact(self, n: int, deadline: float) -> bytearray:
+        """``n`` bytes (n already bounded by the wire), read into one buffer: no second copy."""
+        buffer = bytearray(n)
+        view, got = memoryview(buffer), 0
+        while got < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
                 self.kill()
                 raise WorkerLost("timeout", "it ran out of time (an endless loop, or far too slow)")
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
+            count = self.sock.recv_into(view[got:], min(n - got, 1 << 20))
+            if not count:
                 raise EOFError
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            got += count
+        return buffer
 
     def lost(self) -> WorkerLost:
         """Why the worker ended, from its exit status."""

@@ -146,6 +146,37 @@ def _code_refusal(code, what: str):
     return namespace["make"](*range(len(code.co_freevars))).__code__.replace(co_name=code.co_name)
 
 
+# The C functions and guards that pop a dispatch mode off its stack, or hide the Python dispatch
+# key: with them, student code could step around the monitor's dispatch mode, the one that sees
+# every operator. Taken away in the zygote once the monitor is on (``take_away_mode_switches``),
+# from ``torch._C`` and from every module that imported one. (The function-mode stack cannot be
+# frozen the same way: PyTorch's own Python code pops it to run a mode's handler.)
+MODE_SWITCHES = ("_DisableTorchDispatch", "ExcludeDispatchKeyGuard", "_ExcludeDispatchKeyGuard",
+                 "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_IncludeDispatchKeyGuard",
+                 "_RestorePythonTLSSnapshot", "_dispatch_tls_set_dispatch_key_excluded",
+                 "_dispatch_tls_set_dispatch_key_included", "_pop_torch_dispatch_stack",
+                 "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode")
+
+
+def take_away_mode_switches() -> None:
+    """Replace every mode switch, wherever a module holds it, by a function that refuses."""
+    originals = {id(getattr(torch._C, name)): name for name in MODE_SWITCHES if hasattr(torch._C, name)}
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        for key, value in list(namespace.items()):
+            if id(value) in originals:
+                namespace[key] = _switch_refusal(originals[id(value)])
+
+
+def _switch_refusal(name: str):
+    def refuse(*args, **kwargs):
+        raise Refused(f"the grader's sandbox refuses this: torch._C.{name} would switch off the grader's monitor")
+
+    return refuse
+
+
 # --- 2. the audit hook ----------------------------------------------------------------------
 
 REFUSED_EVENTS = {

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import torch
 
-MAX_FRAME_BYTES = 64 * 2**20  # one answer, tensors included
-MAX_HEADER_BYTES = 2 * 2**20  # its JSON header
+MAX_FRAME_BYTES = 8 * 2**20  # one answer, tensors included (the largest honest answer is under 1 MiB)
+MAX_HEADER_BYTES = 1 * 2**20  # its JSON header
 MAX_DEPTH = 32  # nesting of lists, tuples and dicts
 MAX_ITEMS = 100_000  # values in one frame
 MAX_RANK = 8  # dimensions of one tensor
-MAX_ELEMENTS = 2**24  # elements of one tensor (64 MiB of float32 would not fit a frame anyway)
+MAX_ELEMENTS = 2**21  # elements of one tensor (8 MiB of float32: a whole frame)
 OUTPUT_LIMIT = 64 * 1024  # characters of print() output the worker keeps per submission
 
 DTYPES = {
@@ -279,7 +279,7 @@ def encode_trailer(number: int, used: list, tampered: bool, attempts: list, comp
 def decode_trailer(payload: bytes) -> dict:
     """A trailer's fields, bounded and checked; WireError for anything else."""
     try:
-        fields = bytes.decode(payload, "ascii").split("\n")
+        fields = bytes(payload).decode("ascii").split("\n")
         if len(fields) != 6:
             raise ValueError
         number, used, tampered, attempts, compiled, total = fields

@@ -59,7 +59,7 @@ def warm_up() -> None:
     executor.decode(executor.encode({"value": [x, torch.float16, None, 1.5, "s", attn]}))
 
 
-def serve(sock: socket.socket, home: str) -> None:
+def serve(sock: socket.socket, home: str, monitor) -> None:
     """The worker's loop: one numbered request in; its answer and a trailer out.
 
     The trailer carries the request's number (which student code never sees), what the
@@ -72,7 +72,7 @@ def serve(sock: socket.socket, home: str) -> None:
     read_frame, frame, split_number, encode_trailer = wire.read_frame, wire.frame, wire.split_number, \
         wire.encode_trailer
     executor = Executor()
-    monitor = drain = None
+    drain = None
 
     def read_exact(n: int) -> bytes:
         chunks, left = [], n
@@ -102,8 +102,8 @@ def serve(sock: socket.socket, home: str) -> None:
                 compiled = executor.compile_cells(request["cells"])
                 drain = guard.audit_hook(home, os.getpid())
                 forget_the_grader()
-                answer = executor.run_cells(compiled)
-                monitor = guard.Monitor().__enter__()  # for good: the worker has one thread
+                answer = executor.run_cells(compiled, request.get("upto"), request.get("skip") or ())
+                monitor.drain()  # what the cells used is theirs: only the grader's calls are judged
             elif drain is None:
                 answer = {"error": {"type": "BadRequest", "message": "cells must run first"}}
             else:
@@ -116,7 +116,7 @@ def serve(sock: socket.socket, home: str) -> None:
             reply = wire.encode({"error": {"type": "UnsupportedValue", "message":
                                            f"the result could not be sent back: {describe_error(error)['message']}"}})
         attempts, sources = drain() if drain is not None else ([], [])
-        record = monitor.drain() if monitor is not None else {"used": [], "tampered": False}
+        record = monitor.drain() if drain is not None else {"used": [], "tampered": False}
         trailer = encode_trailer(number, record["used"], record["tampered"], attempts, sources, executor.output.total)
         try:
             write_all(frame(reply) + frame(trailer))
@@ -130,7 +130,7 @@ def forget_the_grader() -> None:
         del sys.modules[name]
 
 
-def become_worker(sock: socket.socket, control: socket.socket, spec: dict) -> None:
+def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monitor) -> None:
     """In the forked child: confine, limit, then serve. Never returns."""
     code = 0
     try:
@@ -162,7 +162,7 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict) -> No
         os.umask(0o077)
         if seccomp.supported():
             seccomp.install(seccomp.worker_filter())
-        serve(sock, home)
+        serve(sock, home, monitor)
     except BaseException:
         code = 70
     finally:
@@ -181,6 +181,8 @@ def main(control_fd: int, block=()) -> None:
     control = socket.socket(fileno=control_fd)
     warm_up()
     registrations = guard.remove_capabilities(block)  # noqa: F841 - alive, and out of reach, while main runs
+    monitor = guard.Monitor().__enter__()  # on for good, in every worker forked from here
+    guard.take_away_mode_switches()
     children: dict[int, int] = {}  # pid -> uid
     ended: dict[int, dict] = {}
     control.sendall(json.dumps({"ready": True, "pid": os.getpid()}).encode() + b"\n")
@@ -202,7 +204,7 @@ def main(control_fd: int, block=()) -> None:
                 sock = socket.socket(fileno=fds.pop(0))
                 pid = os.fork()
                 if pid == 0:
-                    become_worker(sock, control, command)
+                    become_worker(sock, control, command, monitor)
                 sock.close()
                 children[pid] = command["uid"]
                 reply = {"pid": pid}
