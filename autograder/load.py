@@ -1,45 +1,40 @@
 """Stage 1: find submissions and read each notebook into the code cells to run.
 
 Nothing here executes student code: a notebook is parsed as JSON (with nbformat's
-upgrade of old versions), its code cells are kept in order, and the cells the course
-owns (grade cells holding hidden tests, locked self-checks) are left out. Every problem
-(not JSON, not a notebook, too big, a symlink, non-UTF-8 bytes, deleted or duplicated
-cells) becomes a message in the student's result; a notebook with any readable code is
-still graded.
+upgrade of old versions), its outputs and attachments are dropped (they are never
+graded), its code cells are kept in order as the Python IPython would run (``scan.
+python_source``), and the cells the course owns (grade cells holding hidden tests,
+locked self-checks, known by their nbgrader ``grade_id``) are left out. Every problem
+(not JSON, not a notebook, too big to read, a symlink, non-UTF-8 bytes, deleted or
+duplicated cells) becomes a message in the student's result; a notebook with any
+readable code is still graded.
 
-The source is also scanned, without running it, for ways to switch off the worker's
-monitor of built-ins (``TAMPER``): a submission that reaches for them gets 0.
+Each kept cell is also scanned, without running it (``scan.scan``): a ``tampering``
+finding gets the submission 0, a ``review`` finding holds its points for the instructor.
 """
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from autograder import scan
 
 REPO = Path(__file__).resolve().parent.parent
-MAX_NOTEBOOK_BYTES = 20 * 2**20
-MAX_CODE_CHARS = 2 * 2**20
+MAX_NOTEBOOK_BYTES = 256 * 2**20  # what the grader reads at all, outputs included: a bound on its memory
+MAX_CODE_CHARS = 2 * 2**20  # code run and scanned per notebook
+MAX_FINDINGS = 50  # of each kind per submission
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
-
-# Names that reach into torch's dispatch machinery, the interpreter's hooks or raw
-# memory: a graded exercise has no use for them, and they could blind the monitor.
-TAMPER = {
-    "_C", "_disable_torch_function", "_disable_current_modes", "_pop_mode", "_push_mode", "_set_torch_function_mode",
-    "_python_dispatch", "overrides", "TorchFunctionMode", "TorchDispatchMode", "_get_current_dispatch_mode_stack",
-    "_get_current_function_mode_stack", "library", "ctypes", "cffi", "get_objects", "get_referrers",
-    "setprofile", "settrace", "__subclasses__", "autograder", "Monitor", "__builtins__", "builtins",
-}
 
 
 @dataclass
 class Cell:
     label: str
-    source: str
+    source: str  # Python, as IPython would run the cell (magics become get_ipython() calls): what was scanned
 
 
 @dataclass
@@ -52,7 +47,15 @@ class Entry:
     cells: list[Cell] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     readable: bool = True
-    tampering: list[str] = field(default_factory=list)
+    findings: list[scan.Finding] = field(default_factory=list)  # their ``what`` starts with "cell N, line L: "
+
+    @property
+    def tampering(self) -> list[str]:
+        return [finding.what for finding in self.findings if finding.kind == "tampering"]
+
+    @property
+    def review(self) -> list[str]:
+        return [finding.what for finding in self.findings if finding.kind == "review"]
 
 
 @cache
@@ -73,6 +76,28 @@ def course_cells(assignment: str) -> tuple[frozenset[str], frozenset[str]]:
         elif meta.get("grade") or meta["grade_id"].startswith("selfcheck_"):
             owned.add(meta["grade_id"])
     return frozenset(owned), frozenset(solutions)
+
+
+@cache
+def course_sources(assignment: str) -> dict[str, str]:
+    """Source (whitespace-normalized) -> grade_id of the cells the grader skips, to know a copy without metadata.
+
+    From the released notebook and, where the course ships it, the solution notebook (its
+    graded cells hold the hidden-test call, as an nbgrader-autograded notebook does).
+    """
+    owned, found = course_cells(assignment)[0], {}
+    for folder in ("solutions", "exercises"):
+        path = REPO / folder / assignment / f"{assignment}.ipynb"
+        for cell in json.loads(path.read_text())["cells"] if path.is_file() else []:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if grade_id in owned:
+                found[_normalized(cell.get("source", ""))] = grade_id
+    return found
+
+
+def _normalized(source) -> str:
+    text = "".join(source) if type(source) is list else source
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
 def find(assignment: str, paths: list[Path]) -> list[Entry]:
@@ -104,6 +129,14 @@ def find(assignment: str, paths: list[Path]) -> list[Entry]:
     return entries
 
 
+def describe_empty(paths: list[Path]) -> str:
+    """Why ``find`` found nothing under ``paths``, and what it looks for."""
+    names = ", ".join(str(path) for path in paths) or "the given paths"
+    return (f"no notebooks were found under {names}: the grader looks for .ipynb files (a file, or the .ipynb files "
+            "directly in a folder), or an nbgrader course folder holding "
+            "submitted/<student>/<assignment>/<assignment>.ipynb")
+
+
 def read(assignment: str, entry: Entry) -> Entry:
     """Fill ``entry`` with its code cells and problems; never raises for a bad file."""
     path = entry.path
@@ -113,9 +146,11 @@ def read(assignment: str, entry: Entry) -> Entry:
         return invalid(entry, "no notebook file was found")
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        return invalid(entry, f"the notebook is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit: "
-                              "clear its outputs (Edit > Clear Outputs of All Cells) and submit again")
-    raw = path.read_bytes()
+        return too_big(entry, size)
+    with path.open("rb") as file:
+        raw = file.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(raw) > MAX_NOTEBOOK_BYTES:  # it grew since stat
+        return too_big(entry, len(raw))
     entry.digest = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
         return invalid(entry, "the notebook file is empty")
@@ -124,8 +159,9 @@ def read(assignment: str, entry: Entry) -> Entry:
     except UnicodeDecodeError as error:
         text = raw.decode("utf-8", errors="replace")
         entry.problems.append(f"the file is not valid UTF-8 (byte {error.start}); unreadable bytes were replaced")
+    del raw
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_hook=without_outputs)
     except (ValueError, RecursionError) as error:
         where = f" (line {error.lineno}, column {error.colno})" if hasattr(error, "lineno") else ""
         return invalid(entry, f"the file is not a notebook: it is not valid JSON{where}. "
@@ -147,32 +183,63 @@ def read(assignment: str, entry: Entry) -> Entry:
     return entry
 
 
+def without_outputs(obj: dict) -> dict:
+    """``json.loads`` hook: a cell's outputs and attachments are dropped as soon as the cell is read."""
+    if "cell_type" in obj:
+        if "outputs" in obj:
+            obj["outputs"] = []
+        obj.pop("attachments", None)
+    return obj
+
+
+def too_big(entry: Entry, size: int) -> Entry:
+    return invalid(entry, f"the notebook file is {size / 2**20:,.0f} MB, too big to read (the grader reads at most "
+                          f"{MAX_NOTEBOOK_BYTES // 2**20} MB): its stored outputs make it this big. Clear them "
+                          "(Edit > Clear Outputs of All Cells), save, and submit again")
+
+
 def cells(assignment: str, entry: Entry, raw_cells: list) -> None:
     owned, solutions = course_cells(assignment)
+    copies = course_sources(assignment)
     present: dict[str, int] = {}
     total = 0
     for index, cell in enumerate(raw_cells):
-        if type(cell) is not dict or cell.get("cell_type") != "code":
+        if type(cell) is not dict:
             continue
+        meta = cell.get("metadata") if type(cell.get("metadata")) is dict else {}
+        nbgrader = meta.get("nbgrader") if type(meta.get("nbgrader")) is dict else {}
+        grade_id = nbgrader.get("grade_id") if type(nbgrader.get("grade_id")) is str else None  # a list: unhashable
+        if grade_id is not None:  # answer cells of any type (ex3's written answer is markdown)
+            present[grade_id] = present.get(grade_id, 0) + 1
+        if cell.get("cell_type") != "code" or grade_id in owned:
+            continue
+        label = str(index + 1)
         source = cell.get("source", "")
         if type(source) is list and all(type(s) is str for s in source):
             source = "".join(source)
         if type(source) is not str:
-            entry.problems.append(f"cell {index + 1} has a malformed source and was skipped")
+            entry.problems.append(f"cell {label} has a malformed source and was skipped")
             continue
-        meta = cell.get("metadata") if type(cell.get("metadata")) is dict else {}
-        nbgrader = meta.get("nbgrader") if type(meta.get("nbgrader")) is dict else {}
-        grade_id = nbgrader.get("grade_id")
-        if type(grade_id) is str:
-            present[grade_id] = present.get(grade_id, 0) + 1
-        if grade_id in owned or HIDDEN_MARK in source:
+        if HIDDEN_MARK in source:
+            if _normalized(source) in copies:  # the course's own cell, pasted without its metadata
+                entry.problems.append(f"cell {label} is a copy of the course's graded cell "
+                                      f"'{copies[_normalized(source)]}' without its nbgrader metadata: skipped")
+                continue
+            entry.problems.append(f"cell {label} contains '{HIDDEN_MARK}' but is not one of the course's graded "
+                                  "cells: it was run like any other cell")
+        python, magic = scan.python_source(source), scan.cell_magic(source)
+        if magic and magic not in scan.PYTHON_CELL_MAGICS and not python.strip():
+            entry.problems.append(f"cell {label} is a %%{magic} cell, not Python: skipped")
             continue
-        total += len(source)
+        total += len(python)
         if total > MAX_CODE_CHARS:
             entry.problems.append("the notebook holds more code than the grader reads; later cells were skipped")
             break
-        entry.cells.append(Cell(str(index + 1), source))
-        entry.tampering += scan(source, str(index + 1))
+        entry.cells.append(Cell(label, python))
+        for finding in scan.scan(python):
+            if sum(f.kind == finding.kind for f in entry.findings) < MAX_FINDINGS:  # per kind: see scan._Findings
+                where = f"cell {label}, line {finding.line}" if finding.line else f"cell {label}"
+                entry.findings.append(dataclasses.replace(finding, what=f"{where}: {finding.what}"))
     for grade_id in sorted(solutions):
         if grade_id not in present:
             entry.problems.append(f"the answer cell '{grade_id}' is missing (deleted or replaced?); "
@@ -184,31 +251,12 @@ def cells(assignment: str, entry: Entry, raw_cells: list) -> None:
         entry.problems.append("the notebook has no code cells to run")
 
 
-def scan(source: str, label: str) -> list[str]:
-    """Names from TAMPER that the cell's code mentions (attributes, names, imports, strings)."""
-    try:
-        tree = ast.parse(source.replace("\r\n", "\n"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []  # the worker reports the syntax error; nothing here runs it
-    found = set()
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Attribute):
-            names = [node.attr]
-        elif isinstance(node, ast.Name):
-            names = [node.id]
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [part for alias in node.names for part in alias.name.split(".")]
-            names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
-        elif isinstance(node, ast.Constant) and type(node.value) is str and len(node.value) < 100:
-            names = [node.value]
-        found.update(name for name in names if name in TAMPER)
-    return [f"cell {label} uses {name}" for name in sorted(found)]
-
-
 def invalid(entry: Entry, message: str) -> Entry:
     entry.readable = False
     entry.problems.append(message)
     if not entry.digest and entry.path.is_file() and not entry.path.is_symlink():
-        entry.digest = hashlib.sha256(entry.path.read_bytes()[:MAX_NOTEBOOK_BYTES]).hexdigest()
+        digest = hashlib.sha256(str(entry.path.stat().st_size).encode())  # a file too big to read: its size and start
+        with entry.path.open("rb") as file:
+            digest.update(file.read(16 * 2**20))
+        entry.digest = digest.hexdigest()
     return entry

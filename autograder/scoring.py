@@ -186,7 +186,7 @@ def hold(parts: list[PartScore], note: str) -> list[PartScore]:
     """Every part at 0 for now, its measured score kept in ``held`` for the instructor to release."""
     for part in parts:
         part.held, part.score = part.score, 0.0
-        part.note = note + (f" (measured: {part.held:g} / {part.max_score:g})" if part.held else "")
+        part.note = note + f" (measured: {part.held:g} / {part.max_score:g})" + (f"; {part.note}" if part.note else "")
         for outcome in part.outcomes:
             outcome.points = 0.0
     return parts

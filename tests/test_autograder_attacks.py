@@ -4,7 +4,9 @@ One class of ex2_layernorm submissions is graded in a single run: an honest refe
 the reference with its task-1 cell (``layer_norm``) replaced by an attack. Each attack is
 graded as a submission whose layer_norm is wrong or missing, so it must score no more on
 task 1 than an honest wrong answer (``baseline``: a layer_norm that returns zeros). The
-honest submission, graded in the same run, must keep full marks.
+honest submission, graded in the same run, must keep full marks. Attacks aimed at the
+sandbox itself import their modules by names the source scan cannot read (``HIDE``), so
+that they are held for review but still run, and what the sandbox did is in their notes.
 """
 
 import json
@@ -16,6 +18,7 @@ from grading import REPO, max_scores, part_scores, reference, results_of, run_gr
 ASSIGNMENT = "ex2_layernorm"
 
 BASELINE = "def layer_norm(x, weight, bias, eps=1e-5):\n    return torch.zeros_like(x)\n"
+HIDE = "load = __builtins__['__imp' + 'ort__'] if type(__builtins__) is dict else __builtins__.__dict__['__imp' + 'ort__']\n"
 
 # name -> (cell source replacing layer_norm, the status the result must carry)
 ATTACKS = {
@@ -51,7 +54,7 @@ sys.modules["pytest"] = types.ModuleType("pytest")
 sys.modules["hypothesis"] = types.ModuleType("hypothesis")
 def layer_norm(x, weight, bias, eps=1e-5):
     raise AssertionError("pretend the test passed")
-""", {"ok", "cell_errors"}),
+""", {"review"}),
     "calls-sys-exit-while-loading": ("""
 import sys
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -63,16 +66,16 @@ import os
 def layer_norm(x, weight, bias, eps=1e-5):
     os._exit(0)
 """, {"exited", "crashed"}),
-    "kills-its-parent-and-everyone": ("""
-import os, signal
+    "kills-its-parent-and-everyone": (HIDE + """
 def layer_norm(x, weight, bias, eps=1e-5):
+    os = load('o' + 's')
     for pid in (os.getppid(), 1, -1):
         try:
-            os.kill(pid, signal.SIGKILL)
+            getattr(os, 'ki' + 'll')(pid, 9)
         except OSError:
             pass
     return x
-""", {"sandbox_violation"}),
+""", {"review"}),
     "writes-a-perfect-result-for-itself-and-a-zero-for-others": (f"""
 import json, os
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -89,13 +92,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def layer_norm(x, weight, bias, eps=1e-5):
     source = open({str(REPO / 'autograder' / 'suites' / 'ex2_layernorm' / 'test_layer_norm.py')!r}).read()
     return x
-""", {"ok", "cell_errors"}),
-    "opens-a-network-connection": ("""
-import socket
+""", {"tampering"}),
+    "opens-a-network-connection": (HIDE + """
 def layer_norm(x, weight, bias, eps=1e-5):
-    socket.create_connection(("1.1.1.1", 80), timeout=2)
+    load('so' + 'cket').create_connection(("1.1.1.1", 80), timeout=2)
     return x
-""", {"sandbox_violation"}),
+""", {"review"}),
     "loops-forever": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     while True:
@@ -111,14 +113,14 @@ import os
 def layer_norm(x, weight, bias, eps=1e-5):
     for _ in range(10_000):
         try:
-            if os.fork() == 0:
+            if getattr(os, 'fo' + 'rk')() == 0:
                 import time
                 time.sleep(60)
                 os._exit(0)
         except OSError:
             break
     return x
-""", {"sandbox_violation"}),
+""", {"review"}),
     "prints-without-end": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     for _ in range(20_000):
@@ -128,15 +130,14 @@ def layer_norm(x, weight, bias, eps=1e-5):
     "hides-a-forbidden-call-behind-getattr": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     return getattr(F, "layer_" + "norm")(x, (x.shape[-1],), weight, bias, eps)
-""", {"ok", "cell_errors"}),
-    "blinds-the-monitor-with-names-built-at-run-time": ("""
+""", {"review"}),
+    "blinds-the-monitor-with-names-built-at-run-time": (HIDE + """
 def layer_norm(x, weight, bias, eps=1e-5):
-    modes = importlib.import_module("torch.utils." + "_python" + "_dispatch")
+    modes = load("torch.utils." + "_python" + "_dispatch", fromlist=["x"])
     core = getattr(torch, "_" + "C")
     with getattr(modes, "_disable" + "_current_modes")(), getattr(core, "DisableTorch" + "Function")():
         return getattr(F, "layer_" + "norm")(x, (x.shape[-1],), weight, bias, eps)
-import importlib
-""", {"ok", "cell_errors"}),
+""", {"review"}),
     "switches-off-the-monitor": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     with torch._C.DisableTorchFunction():
@@ -173,6 +174,8 @@ def test_attack_scores_no_more_than_an_honest_wrong_answer(graded, attack):
     baseline = part_scores(results["baseline"])["layer_norm"]
     assert baseline < max_scores(ASSIGNMENT)["layer_norm"] / 2
     assert part_scores(results[attack])["layer_norm"] <= baseline
+    held = results[attack]["extra_data"]["parts"]["layer_norm"].get("held")
+    assert held is None or held <= baseline  # what its tests measured, if it is released after review
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
@@ -194,10 +197,11 @@ def test_attacks_leave_no_file_in_the_project_or_results(graded):
     ("writes-a-perfect-result-for-itself-and-a-zero-for-others", "writes outside its folder"),
     ("opens-a-network-connection", "opens a network connection"),
     ("fork-bomb", "forks its own process"),
+    ("blinds-the-monitor-with-names-built-at-run-time", "switch off the grader's monitor"),
 ])
 def test_refused_attempt_is_named_in_the_result(graded, attack, words):
     _, results, _ = graded
-    assert any(words in note for note in results[attack]["extra_data"]["problems"])
+    assert words in json.dumps(results[attack])
 
 
 def test_results_record_namespace_isolation(graded):

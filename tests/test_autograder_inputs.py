@@ -1,7 +1,9 @@
 """Bad input gets a result with a clear status, and nothing already graded is lost.
 
-One class of malformed ex2_layernorm submissions is graded in one run; then the tests
-check resuming, kill -9 in the middle of a run, and the command-line contract.
+One class of malformed ex2_layernorm submissions is graded in one run; how stage 1 reads
+a notebook (outputs, magics, hidden-test marks, scan findings) is checked without the
+sandbox; then the tests check resuming, kill -9 in the middle of a run, and the
+command-line contract.
 """
 
 import copy
@@ -14,6 +16,7 @@ import time
 
 import pytest
 
+from autograder import load
 from grading import REPO, max_scores, part_scores, reference, results_of, run_grader, with_cell, write_class
 
 ASSIGNMENT = "ex2_layernorm"
@@ -95,7 +98,8 @@ def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("inputs")
     write_class(folder / "class", {name: content for name, (content, _) in CASES.items()})
     (folder / "class" / "a-symlink.ipynb").symlink_to(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
-    (folder / "class" / "too-large.ipynb").write_bytes(b" " * (21 * 2**20))
+    with (folder / "class" / "too-large.ipynb").open("wb") as file:  # sparse: over the cap, yet nothing on disk
+        file.truncate(load.MAX_NOTEBOOK_BYTES + 2**20)
     done = run_grader("grade", ASSIGNMENT, folder / "class", "--results", folder / "results")
     return done, results_of(folder / "results")
 
@@ -124,7 +128,7 @@ def test_parts_that_can_still_be_graded_get_their_points(graded, case):
     ("nbformat-2", "unsupported notebook format"), ("nbformat-3", "old format 3"),
     ("non-utf8-bytes", "not valid UTF-8"), ("deleted-answer-cell", "'LayerNorm' is missing"),
     ("duplicated-answer-cell", "appears 2 times"), ("syntax-error", "SyntaxError"),
-    ("a-symlink", "symbolic link"), ("too-large", "over the 20 MB limit"), ("empty-file", "empty"),
+    ("a-symlink", "symbolic link"), ("too-large", "too big to read"), ("empty-file", "empty"),
 ])
 def test_problem_is_explained_in_the_result(graded, case, words):
     _, results = graded
@@ -135,6 +139,125 @@ def test_missing_function_is_reported_as_missing_not_as_a_crash(graded):
     _, results = graded
     task1 = [t for t in results["missing-function"]["tests"] if t["name"].startswith("Task 1")]
     assert task1 and all("is not defined" in t["output"] for t in task1)
+
+
+# --- reading a notebook (stage 1, without running it) ------------------------------------------------------
+
+
+def cell_index(notebook: dict, grade_id: str) -> int:
+    return next(i for i, c in enumerate(notebook["cells"])
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def loaded(tmp_path, notebook: dict | bytes) -> load.Entry:
+    path = tmp_path / "learner.ipynb"
+    if isinstance(notebook, dict):
+        path.write_text(json.dumps(notebook))
+    else:
+        path.write_bytes(notebook)
+    return load.read(ASSIGNMENT, load.Entry("learner", path))
+
+
+@pytest.fixture
+def answer_with_hidden_mark():
+    source = "### BEGIN HIDDEN TESTS\ndef layer_norm(x, weight, bias, eps=1e-5):\n    return x\n"
+    notebook = with_cell(ASSIGNMENT, "layer_norm", source)
+    return notebook, str(cell_index(notebook, "layer_norm") + 1)
+
+
+def test_answer_cell_with_the_hidden_tests_mark_in_a_comment_is_still_run(tmp_path, answer_with_hidden_mark):
+    notebook, label = answer_with_hidden_mark
+    assert label in [cell.label for cell in loaded(tmp_path, notebook).cells]
+
+
+def test_answer_cell_with_the_hidden_tests_mark_gets_a_note(tmp_path, answer_with_hidden_mark):
+    notebook, label = answer_with_hidden_mark
+    assert any(problem.startswith(f"cell {label} contains '### BEGIN HIDDEN TESTS'")
+               for problem in loaded(tmp_path, notebook).problems)
+
+
+def test_graded_cell_that_lost_its_metadata_is_skipped_not_flagged(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    index = cell_index(notebook, "check_layer_norm")
+    notebook["cells"][index]["metadata"] = {}
+    entry = loaded(tmp_path, notebook)
+    assert (entry.findings, str(index + 1) in [c.label for c in entry.cells]) == ([], False)
+
+
+@pytest.fixture
+def only_outputs_make_it_30_mb():
+    notebook = reference(ASSIGNMENT)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (3 * 2**20)}]
+    notebook["cells"][0].setdefault("attachments", {})["plot.png"] = {"image/png": "A" * (2 * 2**20)}
+    data = json.dumps(notebook).encode()
+    assert len(data) > 30 * 2**20
+    return data
+
+
+def test_notebook_big_only_from_its_outputs_loads_every_cell(tmp_path, only_outputs_make_it_30_mb):
+    entry = loaded(tmp_path, only_outputs_make_it_30_mb)
+    plain = loaded(tmp_path, reference(ASSIGNMENT))
+    assert (entry.readable, entry.problems, entry.cells) == (True, [], plain.cells)
+
+
+def test_notebook_over_the_read_cap_is_refused_with_its_size_and_what_to_do(tmp_path):
+    path = tmp_path / "learner.ipynb"
+    with path.open("wb") as file:
+        file.truncate(300 * 2**20)
+    entry = load.read(ASSIGNMENT, load.Entry("learner", path))
+    assert not entry.readable
+    assert entry.problems == ["the notebook file is 300 MB, too big to read (the grader reads at most 256 MB): its "
+                              "stored outputs make it this big. Clear them (Edit > Clear Outputs of All Cells), "
+                              "save, and submit again"]
+
+
+def test_magics_are_stored_as_the_python_ipython_runs(tmp_path):
+    notebook = with_cell(ASSIGNMENT, "layer_norm", "%matplotlib inline\ndef layer_norm(x, weight, bias, eps=1e-5):\n"
+                                                   "    return x\n")
+    label = str(cell_index(notebook, "layer_norm") + 1)
+    source = next(cell.source for cell in loaded(tmp_path, notebook).cells if cell.label == label)
+    assert source.splitlines()[:2] == ["get_ipython().run_line_magic('matplotlib', 'inline')",
+                                       "def layer_norm(x, weight, bias, eps=1e-5):"]
+
+
+def test_shell_cell_magic_is_skipped_with_a_note(tmp_path):
+    notebook = with_cell(ASSIGNMENT, "layer_norm", "%%bash\nls /\n")
+    label = str(cell_index(notebook, "layer_norm") + 1)
+    entry = loaded(tmp_path, notebook)
+    assert (label in [c.label for c in entry.cells], f"cell {label} is a %%bash cell, not Python: skipped" in
+            entry.problems) == (False, True)
+
+
+def test_tampering_finding_names_its_cell_and_line(tmp_path):
+    notebook = with_cell(ASSIGNMENT, "layer_norm", "%matplotlib inline\nwith torch._C.DisableTorchFunction():\n"
+                                                   "    pass\n")
+    label = str(cell_index(notebook, "layer_norm") + 1)
+    assert loaded(tmp_path, notebook).tampering == [
+        f"cell {label}, line 2: reaches into PyTorch's dispatch internals (torch._C)"]
+
+
+def test_tampering_after_many_review_findings_is_still_reported(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    notebook["cells"] += [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                           "source": f"d{i} = x{i}.__dict__\n"} for i in range(200)]
+    notebook["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                              "source": "core = torch._C\n"})
+    assert loaded(tmp_path, notebook).tampering
+
+
+def test_review_finding_is_kept_apart_from_tampering(tmp_path):
+    notebook = with_cell(ASSIGNMENT, "layer_norm", "def layer_norm(x, weight, bias, eps=1e-5):\n"
+                                                   "    return getattr(F, name)(x)\n")
+    entry = loaded(tmp_path, notebook)
+    assert (entry.tampering, len(entry.review)) == ([], 1)
+
+
+def test_description_of_an_empty_search_names_the_paths_and_what_is_looked_for(tmp_path):
+    assert load.find(ASSIGNMENT, [tmp_path]) == []
+    text = load.describe_empty([tmp_path])
+    assert str(tmp_path) in text and ".ipynb" in text and "submitted/<student>/<assignment>" in text
 
 
 # --- resuming and interruptions ---------------------------------------------------------------------------

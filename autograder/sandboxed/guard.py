@@ -237,7 +237,9 @@ def audit_hook(home: str, me: int):
             note("opens a network connection")
         elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
             note("sends a signal to another process")
-        elif event in ("os.fork", "os.forkpty", "os.posix_spawn", "subprocess.Popen", "os.system", "os.exec"):
+        elif event in ("os.fork", "os.forkpty"):
+            note("forks its own process")
+        elif event in ("os.posix_spawn", "subprocess.Popen", "os.system", "os.exec"):
             note("starts a process")
         elif event == "_thread.start_new_thread":
             note("starts a thread")
