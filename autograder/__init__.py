@@ -2,15 +2,18 @@
 
 The stages, in the order data flows (one module each):
 
-    load.py      read a submission: notebook -> the code cells to run     (trusted)
-    sandbox.py   start the sandbox, one confined worker per submission    (trusted)
-    run.py       run the hidden suite against the worker, score the parts (trusted)
-    report.py    results JSON (Gradescope schema), grades.csv, feedback   (trusted)
+    load.py      read a submission: notebook -> the code cells to run, scanned (scan.py)  (trusted)
+    sandbox.py   start the sandbox; carry requests to one confined worker per submission   (trusted)
+    run.py       run the hidden suite against the worker, decide each verdict              (trusted)
+    report.py    results JSON (Gradescope schema), grades.csv, feedback                    (trusted)
 
-The trust boundary is a folder: ``sandboxed/`` (with ``wire.py``, the format that
-crosses it) is the only code that runs next to student code; everything else decides
-scores and never executes student code. ``kernel.py`` runs the same suites inside an
-nbgrader kernel; ``gradebook.py`` and ``gradescope.py`` connect the results to
-nbgrader and to Gradescope. This file is also loaded inside the sandbox, so it imports
-nothing.
+``scoring.py`` runs a suite against a ``Submission`` (``checks.py``) and scores its parts,
+knowing nothing of transport; ``cli.py`` reads the command line; ``gradebook.py`` and
+``gradescope.py`` connect the results to nbgrader and to Gradescope; ``kernel.py`` runs the
+same suites inside an nbgrader kernel, the one place where both sides share a process.
+
+The trust boundary is a folder: ``sandboxed/`` is all that is bound into the sandbox and
+all that runs next to student code. The trusted modules import from it only the wire
+format (``sandboxed/wire.py``, framing included) and the fixtures both sides build;
+``tests/test_autograder_layering.py`` keeps it that way.
 """

@@ -176,10 +176,7 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -
 
 # --- one verdict ------------------------------------------------------------------------
 
-REFUSED = ("loads native code", "looks up native code", "calls native code", "reads raw memory",
-           "turns an address", "builds a code object", "unmarshals code", "lists every object",
-           "searches objects", "installs a tracer", "installs a profiler", "reads the interpreter's frames",
-           "adds an audit hook", "replaces a function's code", "imports ", "compiles more code")
+REFUSED = wire.REFUSED
 
 
 def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
@@ -201,11 +198,11 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
                         f"{wire.OUTPUT_LIMIT:,} were kept")
     problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
                  if event not in ("sandbox_violation", "protocol_violation")]
-    problems += [f"caught by the sandbox: the code {what}" for what in graded.attempts]
+    problems += [f"caught by the sandbox: the code {what.removeprefix(REFUSED)}" for what in graded.attempts]
     tampered = [f"{f.what}" for f in graded.findings if f.kind == "tampering"]
     tampered += ["it switched off the grader's monitor of built-ins" for part in graded.parts if part.tampered][:1]
     review = list(entry.review) + [f.what for f in graded.findings if f.kind == "review"]
-    review += [f"the code {what}" for what in graded.attempts if what.startswith(REFUSED)]
+    review += [f"the code {what.removeprefix(REFUSED)}" for what in graded.attempts if what.startswith(REFUSED)]
     if any(not what.startswith(REFUSED) for what in graded.attempts):
         graded.events.append("sandbox_violation")
     if tampered:

@@ -99,3 +99,8 @@ def results_of(folder: Path) -> dict[str, dict]:
 
 def part_scores(result: dict) -> dict[str, float]:
     return {name: part["score"] for name, part in result["extra_data"]["parts"].items()}
+
+
+def measured_scores(result: dict) -> dict[str, float]:
+    """What the tests measured per part: a part held for review keeps it in ``held``."""
+    return {name: part.get("held", part["score"]) for name, part in result["extra_data"]["parts"].items()}

@@ -16,17 +16,22 @@ a tool that the audit hook refuses or the source scan flags:
 2. ``audit_hook`` (in each worker, after the cells are compiled, before they run): refuses
    the tools that could undo the above or reach the grader's own objects (ctypes, building
    code objects, the garbage collector's object lists, tracers and profilers, frames of
-   tracebacks and generators, ``sys._getframe``, unmarshalling code, replacing a function's
-   code, importing PyTorch's implementation packages or code written at run time) and
-   records every attempt; it also keeps every source compiled at run time, so the grader
-   scans generated code too. An audit hook cannot be removed from Python.
-3. ``Monitor``: a function mode and a dispatch mode, entered for good after the cells have
-   run. The worker has exactly one thread (its seccomp filter refuses new ones), so the
-   thread-local modes see everything student code does: each use of a normalization
-   built-in, and every operation that records an autograd graph or uses forward-mode AD.
+   tracebacks and generators, ``sys._getframe`` but for library code that hands back only
+   text, unmarshalling code outside the import system, replacing a function's code,
+   importing PyTorch's implementation packages or the grader's own modules) and records
+   every attempt; it also keeps every source that student code compiles at run time
+   (``exec``, ``eval``, ``compile`` of a string), so the grader scans generated code too. An
+   audit hook cannot be removed from Python.
+3. ``Monitor``: a function mode and a dispatch mode, entered for good in the zygote before
+   it forks (``take_away_mode_switches`` then removes the functions that pop a dispatch
+   mode or hide its key). The worker has exactly one thread (its seccomp filter refuses new
+   ones), so the thread-local modes see everything student code does: each use of a
+   normalization built-in, and every operation that records an autograd graph or makes
+   forward-mode dual numbers.
 
-What the monitor and the hook recorded reaches the grader inside the answer to the request
-during which it happened, stamped with a number that student code never sees.
+What the monitor and the hook recorded reaches the grader in the trailer that follows the
+answer to the request during which it happened, stamped with a number that student code
+never sees (``zygote.serve``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from autograder.sandboxed import wire
 
 FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
 NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
@@ -185,13 +192,14 @@ REFUSED_EVENTS = {
     "ctypes.addressof": "reads raw memory with ctypes", "ctypes.cdata": "reads raw memory with ctypes",
     "ctypes.cdata/buffer": "reads raw memory with ctypes", "ctypes.string_at": "reads raw memory with ctypes",
     "ctypes.wstring_at": "reads raw memory with ctypes", "ctypes.PyObj_FromPtr": "turns an address into an object",
-    "code.__new__": "builds a code object by hand", "marshal.loads": "unmarshals code", "marshal.load": "unmarshals code",
+    "code.__new__": "builds a code object by hand", "marshal.load": "unmarshals code",
     "gc.get_objects": "lists every object in the interpreter", "gc.get_referrers": "searches objects' referrers",
     "gc.get_referents": "searches objects' referents", "sys.settrace": "installs a tracer",
     "sys.setprofile": "installs a profiler", "sys._current_frames": "reads the interpreter's frames",
     "sys.addaudithook": "adds an audit hook",
 }
-QUIET_REFUSALS = {"sys._getframe"}  # also refused, without a note: the standard library asks for it harmlessly
+QUIET_REFUSALS = {"sys._getframe"}
+IMPORT_SYSTEM = {"<frozen importlib._bootstrap_external>", "<frozen importlib._bootstrap>"}  # unmarshals .pyc files  # also refused, without a note: the standard library asks for it harmlessly
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 MAX_SOURCES = 64
 MAX_SOURCE_CHARS = 64 * 1024
@@ -205,11 +213,42 @@ def audit_hook(home: str, me: int):
     sources: list[str] = []
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
 
-    def note(what: str) -> None:
+    def note(what: str, refused: bool = True) -> None:
+        """Record an attempt; a refused one is marked REFUSED, which the grader holds for review."""
+        what = wire.REFUSED + what if refused else what
         if len(attempts) < 20 and what not in attempts:
             attempts.append(what)
 
+    import traceback
+
+    looking = [False]  # inside the hook's own look at its caller (an audited event too)
+    text_only = {(traceback.__file__, name) for name in ("extract_stack", "format_stack", "print_stack")}
+
+    def caller() -> tuple[str, str]:
+        """File and function of the code that raised the event (the frame below the hook)."""
+        looking[0] = True
+        try:
+            code = sys._getframe(2).f_code
+            return code.co_filename, code.co_name
+        except ValueError:
+            return "", ""
+        finally:
+            looking[0] = False
+
+    def frames_stay_inside(where: tuple[str, str]) -> bool:
+        """Library code that reads frames but hands back only text (stack summaries, warnings' levels)."""
+        plotting = sys.modules.get("matplotlib._api")
+        return where in text_only or (plotting is not None and where == (getattr(plotting, "__file__", None),
+                                                                         "warn_external"))
+
     def hook(event: str, args: tuple) -> None:
+        if looking[0]:
+            return
+        if event == "marshal.loads" and caller()[0] not in IMPORT_SYSTEM:
+            note("unmarshals code")
+            raise Refused("the grader's sandbox refuses this: the code unmarshals code")
+        if event == "sys._getframe" and frames_stay_inside(caller()):
+            return
         if event in REFUSED_EVENTS:
             note(REFUSED_EVENTS[event])
             raise Refused(f"the grader's sandbox refuses this: the code {REFUSED_EVENTS[event]}")
@@ -221,6 +260,8 @@ def audit_hook(home: str, me: int):
             note("replaces a function's code")
             raise Refused("the grader's sandbox refuses this: the code replaces a function's code")
         if event == "compile":
+            if caller()[0].startswith("/"):
+                return  # a library compiling its own code (namedtuple, dataclasses, a parser); not student text
             if len(sources) < MAX_SOURCES and args and isinstance(args[0], (str, bytes)):
                 text = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
                 sources.append(text[:MAX_SOURCE_CHARS])
@@ -232,17 +273,15 @@ def audit_hook(home: str, me: int):
         elif event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
             path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
             if path and not os.path.abspath(path).startswith(home + os.sep):
-                note(f"writes outside its folder ({path[:80]})")
+                note(f"writes outside its folder ({path[:80]})", refused=False)
         elif event in ("socket.connect", "socket.bind", "socket.sendto"):
-            note("opens a network connection")
+            note("opens a network connection", refused=False)
         elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
-            note("sends a signal to another process")
+            note("sends a signal to another process", refused=False)
         elif event in ("os.fork", "os.forkpty"):
-            note("forks its own process")
-        elif event in ("os.posix_spawn", "subprocess.Popen", "os.system", "os.exec"):
-            note("starts a process")
-        elif event == "_thread.start_new_thread":
-            note("starts a thread")
+            note("forks its own process", refused=False)
+        elif event in ("os.system", "os.exec"):  # libraries may try subprocess quietly (matplotlib's fc-list)
+            note("starts a process", refused=False)
 
     def drain() -> tuple[list[str], list[str]]:
         found, compiled = list(attempts), list(sources)
