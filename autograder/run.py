@@ -20,8 +20,6 @@ from autograder.checks import Submission, WorkerLost
 from autograder.sandbox import Sandbox
 from autograder.sandboxed import wire
 
-MAX_RSS_BYTES = 300 * 2**20  # what a grading process may hold, whatever a worker sends
-
 
 @dataclass
 class Graded:
@@ -176,17 +174,20 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -
 
 # --- one verdict ------------------------------------------------------------------------
 
-REFUSED = wire.REFUSED
+REVIEW = wire.REVIEW
+
+
+def tampering(assignment, entry, problems: list[str], found: list[str], seconds: float, isolation: str) -> dict:
+    """Every task at 0, each finding named."""
+    parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's internals")
+    return report.result(assignment, entry.student_id, entry.digest, "tampering", parts,
+                         problems + [f"{what}: all tasks get 0" for what in found], seconds, isolation)
 
 
 def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     """The result of one readable submission."""
     if entry.tampering:
-        parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's "
-                                                      "internals")
-        problems = entry.problems + [f"{finding}: all tasks get 0" for finding in entry.tampering]
-        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts, problems, 0.0,
-                             sandbox.isolation)
+        return tampering(assignment, entry, entry.problems, entry.tampering, 0.0, sandbox.isolation)
     graded = grade_submission(assignment, entry.cells, sandbox, slot, limits)
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
     problems = entry.problems + graded.cell_errors + graded.refusals
@@ -198,19 +199,15 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
                         f"{wire.OUTPUT_LIMIT:,} were kept")
     problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
                  if event not in ("sandbox_violation", "protocol_violation")]
-    problems += [f"caught by the sandbox: the code {what.removeprefix(REFUSED)}" for what in graded.attempts]
+    problems += [f"caught by the sandbox: the code {what.removeprefix(REVIEW)}" for what in graded.attempts]
     tampered = [f"{f.what}" for f in graded.findings if f.kind == "tampering"]
     tampered += ["it switched off the grader's monitor of built-ins" for part in graded.parts if part.tampered][:1]
     review = list(entry.review) + [f.what for f in graded.findings if f.kind == "review"]
-    review += [f"the code {what.removeprefix(REFUSED)}" for what in graded.attempts if what.startswith(REFUSED)]
-    if any(not what.startswith(REFUSED) for what in graded.attempts):
+    review += [f"the code {what.removeprefix(REVIEW)}" for what in graded.attempts if what.startswith(REVIEW)]
+    if any(not what.startswith(REVIEW) for what in graded.attempts):
         graded.events.append("sandbox_violation")
     if tampered:
-        parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's "
-                                                      "internals")
-        return report.result(assignment, entry.student_id, entry.digest, "tampering", parts,
-                             problems + [f"{what}: all tasks get 0" for what in tampered], graded.seconds,
-                             sandbox.isolation)
+        return tampering(assignment, entry, problems, tampered, graded.seconds, sandbox.isolation)
     status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars,
                                    wire.OUTPUT_LIMIT)
     parts = graded.parts

@@ -46,7 +46,6 @@ class Limits:
     file_bytes: int = 16 * 2**20  # largest file a worker may write
     request_seconds: float = 10.0  # wall time of one request
     submission_seconds: float = 120.0  # wall time of one submission, all requests
-    restarts: int = 2  # fresh workers after a crash or timeout, per submission
 
     def for_worker(self) -> dict:
         return {"cpu_seconds": self.cpu_seconds, "memory_bytes": self.memory_bytes,

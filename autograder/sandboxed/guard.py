@@ -213,9 +213,9 @@ def audit_hook(home: str, me: int):
     sources: list[str] = []
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
 
-    def note(what: str, refused: bool = True) -> None:
-        """Record an attempt; a refused one is marked REFUSED, which the grader holds for review."""
-        what = wire.REFUSED + what if refused else what
+    def note(what: str, review: bool = True) -> None:
+        """Record an attempt; one marked for review holds the submission for the instructor."""
+        what = wire.REVIEW + what if review else what
         if len(attempts) < 20 and what not in attempts:
             attempts.append(what)
 
@@ -262,26 +262,31 @@ def audit_hook(home: str, me: int):
         if event == "compile":
             if caller()[0].startswith("/"):
                 return  # a library compiling its own code (namedtuple, dataclasses, a parser); not student text
-            if len(sources) < MAX_SOURCES and args and isinstance(args[0], (str, bytes)):
-                text = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
-                sources.append(text[:MAX_SOURCE_CHARS])
-            elif len(sources) >= MAX_SOURCES:
+            source = args[0] if args else None
+            if type(source) is bytes:
+                source = bytes.decode(source, "utf-8", "replace")
+            if type(source) is not str:  # an AST or a str subclass: not text the grader can scan as given
+                note("compiles code from something other than plain text")
+            elif len(sources) < MAX_SOURCES:
+                sources.append(str.__getitem__(source, slice(0, MAX_SOURCE_CHARS)))
+            else:
                 note("compiles more code at run time than the grader inspects")
         elif event == "import" and args and isinstance(args[0], str) and _within(args[0], blocked_imports):
             note(f"imports {args[0]}, an internal implementation package")
             raise Refused(f"the grader's sandbox refuses this: the code imports {args[0]}")
         elif event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
-            path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+            path = args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace") \
+                if type(args[0]) is bytes else ""
             if path and not os.path.abspath(path).startswith(home + os.sep):
-                note(f"writes outside its folder ({path[:80]})", refused=False)
+                note(f"writes outside its folder ({path[:80]})", review=False)
         elif event in ("socket.connect", "socket.bind", "socket.sendto"):
-            note("opens a network connection", refused=False)
+            note("opens a network connection", review=False)
         elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
-            note("sends a signal to another process", refused=False)
+            note("sends a signal to another process", review=False)
         elif event in ("os.fork", "os.forkpty"):
-            note("forks its own process", refused=False)
+            note("forks its own process", review=False)
         elif event in ("os.system", "os.exec"):  # libraries may try subprocess quietly (matplotlib's fc-list)
-            note("starts a process", refused=False)
+            note("starts a process", review=False)
 
     def drain() -> tuple[list[str], list[str]]:
         found, compiled = list(attempts), list(sources)
@@ -319,6 +324,8 @@ class Monitor:
     def __init__(self, refuse=frozenset()):
         self.refuse = frozenset(refuse)
         self.used: set[str] = set()
+        self.functions_seen: dict = {}  # function -> its tag or None
+        self.operators_seen: dict = {}  # operator -> (its norm tag or None, whether it makes dual numbers)
         monitor = self
 
         class Functions(TorchFunctionMode):
@@ -331,6 +338,8 @@ class Monitor:
                 monitor.saw_operator(func, args, kwargs)
                 return func(*args, **(kwargs or {}))
 
+        # The function mode sees Python-level entry points the dispatch mode cannot tell apart (functorch's
+        # transforms run their autograd below it); the dispatch mode sees every operator, however reached.
         self.functions, self.operators = Functions(), Operators()
 
     def record(self, tag: str) -> None:
@@ -340,23 +349,31 @@ class Monitor:
 
     def saw_function(self, func) -> None:
         try:
-            tag = BUILTINS.get(func)
+            tag = self.functions_seen.get(func, False)
         except TypeError:  # unhashable callables
-            tag = None
-        name = getattr(func, "__name__", "") or ""
-        if tag is None and type(name) is str:
-            tag = tag_of(name) or ("autograd" if AUTOGRAD_OPS.search(name) else None)
+            tag = False
+        if tag is False:
+            tag = BUILTINS.get(func) if func in BUILTINS else None
+            name = getattr(func, "__name__", "") or ""
+            if tag is None and type(name) is str:
+                tag = tag_of(name) or ("autograd" if AUTOGRAD_OPS.search(name) else None)
+            try:
+                self.functions_seen[func] = tag
+            except TypeError:
+                pass
         if tag:
             self.record(tag)
 
     def saw_operator(self, func, args, kwargs) -> None:
-        name = str(func)
-        tag = tag_of(name)
-        if tag and "backward" not in name:
+        known = self.operators_seen.get(func)
+        if known is None:
+            name = str(func)
+            known = self.operators_seen[func] = (tag_of(name) if "backward" not in name else None,
+                                       bool(AUTOGRAD_OPS.search(name)))
+        tag, dual = known
+        if tag:
             self.record(tag)
-        if AUTOGRAD_OPS.search(name):
-            self.record("autograd")
-        elif _grad_enabled() and _records_a_graph(args, kwargs):
+        if dual or (_grad_enabled() and _records_a_graph(args, kwargs)):
             self.record("autograd")
 
     def __enter__(self):
@@ -371,7 +388,7 @@ class Monitor:
         return False
 
     def intact(self) -> bool:
-        """Are both modes still where they were entered?"""
+        """Are the modes still where they were entered?"""
         from torch.overrides import _get_current_function_mode_stack
         from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 

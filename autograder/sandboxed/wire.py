@@ -253,7 +253,7 @@ def tensor_info(t: torch.Tensor) -> TensorInfo:
 
 NUMBER_BYTES = 8
 MAX_TRAILER_ITEMS = 100
-REFUSED = "refused: "  # marks an attempt the worker's audit hook refused (the others the sandbox stops or limits)
+REVIEW = "review: "  # marks an attempt that holds a submission for review (the others the sandbox stops)
 
 
 def numbered(number: int, payload: bytes) -> bytes:

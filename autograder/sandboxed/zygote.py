@@ -117,7 +117,9 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
                                            f"the result could not be sent back: {describe_error(error)['message']}"}})
         attempts, sources = drain() if drain is not None else ([], [])
         record = monitor.drain() if drain is not None else {"used": [], "tampered": False}
-        trailer = encode_trailer(number, record["used"], record["tampered"], attempts, sources, executor.output.total)
+        total = executor.output.total  # an attribute student code can reach through sys.stdout: only an int counts
+        trailer = encode_trailer(number, record["used"], record["tampered"], attempts, sources,
+                                 total if type(total) is int else -1)
         try:
             write_all(frame(reply) + frame(trailer))
         except OSError:
