@@ -405,43 +405,32 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return down(0)
 """,
 }
+
+
+def layer_norm_module(forward: str) -> str:
+    """A LayerNorm with nn.LayerNorm's parameters and attributes whose forward returns or raises ``forward``."""
+    return f"""
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+    def forward(self, x):
+        {forward}
+"""
+
+
 # Task 2 (LayerNorm) raising: never a pass, whatever Task 1 does.
 RAISING = {
     "module-and-function-raise-the-same-error": {
         "layer_norm": "def layer_norm(x, weight, bias, eps=1e-5):\n    raise RuntimeError('not today')\n",
-        "LayerNorm": """
-class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(normalized_shape))
-        self.bias = nn.Parameter(torch.zeros(normalized_shape))
-    def forward(self, x):
-        raise RuntimeError('not today')
-"""},
+        "LayerNorm": layer_norm_module("raise RuntimeError('not today')")},
     "task-1-has-a-syntax-error-and-the-module-raises-a-name-error-too": {
         "layer_norm": "def layer_norm(x, weight, bias, eps=1e-5)\n    return x\n",
-        "LayerNorm": """
-class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(normalized_shape))
-        self.bias = nn.Parameter(torch.zeros(normalized_shape))
-    def forward(self, x):
-        return layer_norm_v2(x, self.weight, self.bias, self.eps)
-"""},
+        "LayerNorm": layer_norm_module("return layer_norm_v2(x, self.weight, self.bias, self.eps)")},
 }
-CORRECT_MODULE = """
-class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(normalized_shape))
-        self.bias = nn.Parameter(torch.zeros(normalized_shape))
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
-"""
+CORRECT_MODULE = layer_norm_module("return layer_norm(x, self.weight, self.bias, self.eps)")
 FORWARD_TESTS_POINTS = 0.5  # test_forward_normalizes_with_its_parameters + test_forward_uses_the_eps_it_was_built_with
 
 
