@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import itertools
 import pkgutil
-import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path

@@ -198,8 +198,8 @@ REFUSED_EVENTS = {
     "sys.setprofile": "installs a profiler", "sys._current_frames": "reads the interpreter's frames",
     "sys.addaudithook": "adds an audit hook",
 }
-QUIET_REFUSALS = {"sys._getframe"}
-IMPORT_SYSTEM = {"<frozen importlib._bootstrap_external>", "<frozen importlib._bootstrap>"}  # unmarshals .pyc files  # also refused, without a note: the standard library asks for it harmlessly
+QUIET_REFUSALS = {"sys._getframe"}  # also refused, without a note: the standard library asks for it harmlessly
+IMPORT_SYSTEM = {"<frozen importlib._bootstrap_external>", "<frozen importlib._bootstrap>"}  # unmarshals .pyc files
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 MAX_SOURCES = 64
 MAX_SOURCE_CHARS = 64 * 1024
@@ -208,6 +208,7 @@ MAX_SOURCE_CHARS = 64 * 1024
 def audit_hook(home: str, me: int):
     """Install the worker's audit hook; returns ``drain() -> (attempts, sources)`` for the trusted loop."""
     import os
+    import traceback
 
     attempts: list[str] = []
     sources: list[str] = []
@@ -218,8 +219,6 @@ def audit_hook(home: str, me: int):
         what = wire.REVIEW + what if review else what
         if len(attempts) < 20 and what not in attempts:
             attempts.append(what)
-
-    import traceback
 
     looking = [False]  # inside the hook's own look at its caller (an audited event too)
     text_only = {(traceback.__file__, name) for name in ("extract_stack", "format_stack", "print_stack")}
@@ -272,7 +271,7 @@ def audit_hook(home: str, me: int):
             else:
                 note("compiles more code at run time than the grader inspects")
         elif event == "import" and args and isinstance(args[0], str) and _within(args[0], blocked_imports):
-            note(f"imports {args[0]}, an internal implementation package")
+            note(f"imports {args[0]}, which the sandbox keeps out of reach")
             raise Refused(f"the grader's sandbox refuses this: the code imports {args[0]}")
         elif event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
             path = args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace") \
