@@ -106,6 +106,23 @@ def layer_norm_backward(dout, cache):
     d = x_hat.shape[-1]
     return dout * weight * inv_std, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
 ''', "misses the terms"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-modifies-dout-in-place", '''
+def layer_norm_forward(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    inv_std = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps)
+    x_hat = (x - mean) * inv_std
+    return x_hat * weight + bias, (x_hat, inv_std, weight)
+
+
+def layer_norm_backward(dout, cache):
+    x_hat, inv_std, weight = cache
+    d = x_hat.shape[-1]
+    dbias = dout.reshape(-1, d).sum(0)
+    dweight = (dout * x_hat).reshape(-1, d).sum(0)
+    g = dout.mul_(weight)
+    dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    return dx, dweight, dbias
+''', "changed dout in place"),
     Mistake("ex3_batchnorm", "batch_norm", "running-var-biased", batch_norm_cell('''
             running_mean.mul_(1 - momentum).add_(momentum * mean)
             running_var.mul_(1 - momentum).add_(momentum * var)
@@ -202,4 +219,84 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         return rms_norm(x, self.weight)
 ''', "is eps passed on"),
+]
+
+# ex6_beyond_norm: a correct forward/backward pair, and the two modules, each with one mistake.
+EX6_BN = '''
+def batch_norm_forward(x, gamma, beta, eps=1e-5):
+    mean = x.mean(0)
+    var = x.var(0, unbiased=False)
+    inv_std = 1 / torch.sqrt(var + eps)
+    x_hat = (x - mean) * inv_std
+    return x_hat * gamma + beta, (x_hat, inv_std, gamma)
+
+
+def batch_norm_backward(dout, cache):
+    x_hat, inv_std, gamma = cache
+    dbeta = dout.sum(0)
+    dgamma = (dout * x_hat).sum(0)
+    g = dout * gamma
+    dx = inv_std * (g - g.mean(0) - x_hat * (g * x_hat).mean(0))
+    return dx, dgamma, dbeta
+'''
+EX6_REZERO = '''
+class ReZeroBlock(nn.Module):
+    def __init__(self, sublayer):
+        super().__init__()
+        self.sublayer = sublayer
+        self.alpha = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        return x + self.alpha * self.sublayer(x)
+'''
+EX6_DYT = '''
+class DyT(nn.Module):
+    def __init__(self, dim, alpha_init=0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+'''
+
+
+def ex6(task: str, what: str, template: str, old: str, new: str, hint: str) -> Mistake:
+    """An ex6 mistake: ``template`` with ``old`` (which occurs once) replaced by ``new``."""
+    assert template.count(old) == 1, old
+    return Mistake("ex6_beyond_norm", task, what, template.replace(old, new), hint)
+
+
+BN6 = "batch_norm_forward_backward"
+DX = "dx = inv_std * (g - g.mean(0) - x_hat * (g * x_hat).mean(0))"
+MISTAKES += [
+    ex6(BN6, "dx-misses-the-mean-term", EX6_BN, DX, "dx = inv_std * (g - x_hat * (g * x_hat).mean(0))",
+        "from the mean depending on x"),
+    ex6(BN6, "dx-misses-the-variance-term", EX6_BN, DX, "dx = inv_std * (g - g.mean(0))",
+        "from the variance depending on x"),
+    ex6(BN6, "dgamma-summed-over-the-features", EX6_BN, "dgamma = (dout * x_hat).sum(0)",
+        "dgamma = (dout * x_hat).sum(1)", "sum over the batch, dimension 0"),
+    ex6(BN6, "batch-variance-unbiased", EX6_BN, "var = x.var(0, unbiased=False)", "var = x.var(0)",
+        "divide by N, not N - 1"),
+    ex6(BN6, "batch-eps-outside-the-root", EX6_BN, "inv_std = 1 / torch.sqrt(var + eps)",
+        "inv_std = 1 / (torch.sqrt(var) + eps)", "eps inside the square root"),
+    ex6(BN6, "backward-modifies-dout-in-place", EX6_BN, "g = dout * gamma", "g = dout.mul_(gamma)",
+        "changed dout in place"),
+    ex6(BN6, "backward-by-autograd", EX6_BN, DX, """with torch.enable_grad():
+        leaf = x_hat.detach().clone().requires_grad_()
+        (dx,) = torch.autograd.grad(leaf * gamma, leaf, dout)""", "uses autograd"),
+    ex6("ReZeroBlock", "rezero-alpha-starts-at-one", EX6_REZERO, "torch.zeros(())", "torch.ones(())",
+        "alpha starts at zero"),
+    ex6("ReZeroBlock", "rezero-alpha-is-a-vector", EX6_REZERO, "torch.zeros(())", "torch.zeros(1)",
+        "one scalar for the whole block"),
+    ex6("ReZeroBlock", "rezero-scales-x-instead-of-the-branch", EX6_REZERO, "x + self.alpha * self.sublayer(x)",
+        "self.alpha * x + self.sublayer(x)", "alpha scales the branch"),
+    ex6("DyT", "dyt-alpha-is-a-vector", EX6_DYT, "torch.tensor(float(alpha_init))",
+        "torch.full((dim,), float(alpha_init))", "one scalar shared by every feature"),
+    ex6("DyT", "dyt-weight-and-bias-are-scalars", EX6_DYT, "self.weight = nn.Parameter(torch.ones(dim))",
+        "self.weight = nn.Parameter(torch.ones(()))", "one value per feature"),
+    ex6("DyT", "dyt-normalizes-before-the-tanh", EX6_DYT, "torch.tanh(self.alpha * x)",
+        "torch.tanh(self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
+        "keepdim=True) + 1e-5))", "you normalize x before the tanh"),
 ]

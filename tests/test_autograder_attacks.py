@@ -9,7 +9,7 @@ purpose (``HIDE``, names built at run time): they are held for review, and the p
 tests *measured* show whether each runtime defence held on its own.
 
 1-4. the rules: threads, PyTorch's own implementations, switching the defences off, hiding
-     from the scan (``RULE_ATTACKS``, ex2_layernorm and ex5_rmsnorm);
+     from the scan (``RULE_ATTACKS``, ex2_layernorm and ex5_rmsnorm; ``EX6_ATTACKS``, ex6_beyond_norm);
 5-7. the worker's channel and crashes: hostile frames, a crash per task, raising to pass
      (``HOSTILE_FRAMES``, ``CRASHES``, ``RAISING``);
 8-10. inputs and reconnaissance (``INPUT_TRICKS``);
@@ -328,6 +328,128 @@ def test_the_sandbox_names_what_it_refused(rules_graded, attack, words):
 def test_a_held_submission_says_why_in_its_output(rules_graded):
     held = [r for _, results in rules_graded.values() for r in results.values() if r["extra_data"]["status"] == "review"]
     assert held and all("held for review" in r["output"] for r in held)
+
+# --- 1-4, again for ex6: a backward by hand and a norm layer replaced --------------------------------------------
+# ex6_beyond_norm forbids autograd in batch_norm_backward and every norm built-in in every task (so the family is
+# refused outright in its workers). Fresh attacks on both rules, each against an honest wrong answer to its task.
+
+EX6 = "ex6_beyond_norm"
+EX6_BN = "batch_norm_forward_backward"
+OWN_BN = """
+def own_bn(x, gamma, beta, eps):
+    mean = x.mean(0)
+    return (x - mean) / torch.sqrt(((x - mean) ** 2).mean(0) + eps) * gamma + beta
+def batch_norm_forward(x, gamma, beta, eps=1e-5):
+    return own_bn(x, gamma, beta, eps), (x, gamma, beta, eps)
+def grads_by_autograd(dout, cache):
+    x, gamma, beta, eps = cache
+    with torch.enable_grad():
+        leaves = [t.detach().clone().requires_grad_() for t in (x, gamma, beta)]
+        return list(torch.autograd.grad(own_bn(*leaves, eps), leaves, dout))
+"""
+EX6_BASELINES = {
+    # an honest forward, and a backward not written yet
+    EX6_BN: OWN_BN + """
+def batch_norm_backward(dout, cache):
+    x, gamma = cache[0], cache[1]
+    return torch.zeros_like(x), torch.zeros_like(gamma), torch.zeros_like(gamma)
+""",
+    # a DyT that forgot alpha
+    "DyT": """
+class DyT(nn.Module):
+    def __init__(self, dim, alpha_init=0.5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+    def forward(self, x):
+        return self.weight * torch.tanh(x) + self.bias
+""",
+}
+DYT_PARAMETERS = """
+class DyT(nn.Module):
+    def __init__(self, dim, alpha_init=0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+"""
+# name -> (answer cell it replaces, source, statuses the result may carry)
+EX6_ATTACKS = {
+    "ex6-autograd-in-a-thread": (EX6_BN, OWN_BN + HIDE + """
+def batch_norm_backward(dout, cache):
+    box = {}
+    worker = load('thr' + 'eading').Thread(target=lambda: box.update(g=grads_by_autograd(dout, cache)))
+    worker.start(); worker.join()
+    return box['g']
+""", HELD_OR_STOPPED),
+    "ex6-functorch-vjp": (EX6_BN, OWN_BN + """
+def batch_norm_backward(dout, cache):
+    x, gamma, beta, eps = cache
+    from torch.func import vjp
+    _, pull = vjp(lambda a, b, c: own_bn(a, b, c, eps), x, gamma, beta)
+    return pull(dout)
+""", HELD_OR_STOPPED),
+    "ex6-decomposed-batch-norm-backward": (EX6_BN, OWN_BN + HIDE + """
+def batch_norm_backward(dout, cache):
+    x, gamma, beta, eps = cache
+    mean = x.mean(0)
+    rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(0) + eps)
+    table = load('tor' + 'ch.' + '_dec' + 'omp.decompositions', fromlist=['__name__'])
+    fn = getattr(table, 'native_batch' + '_norm_backward')
+    dx, dgamma, dbeta = fn(dout, x, gamma, None, None, mean, rstd, True, eps, [True, True, True])
+    return dx, dgamma, dbeta
+""", HELD_OR_STOPPED),
+    "ex6-native-batch-norm-by-a-built-name": (EX6_BN, OWN_BN + """
+def batch_norm_backward(dout, cache):
+    x, gamma, beta, eps = cache
+    mean = x.mean(0)
+    rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(0) + eps)
+    fn = getattr(torch.ops.aten, 'native_batch' + '_norm_backward')
+    return fn(dout, x, gamma, None, None, mean, rstd, True, eps, [True, True, True])
+""", HELD_OR_STOPPED),
+    "ex6-layer-norm-in-dyt-by-a-built-name": ("DyT", DYT_PARAMETERS + """
+    def forward(self, x):
+        norm = getattr(F, 'layer' + '_norm')
+        return self.weight * torch.tanh(self.alpha * norm(x, x.shape[-1:])) + self.bias
+""", HELD_OR_STOPPED),
+}
+
+
+@pytest.fixture(scope="module")
+def ex6_graded(tmp_path_factory):
+    """The grader's completed process and {student id -> result} for ex6's honest, baseline and attack notebooks."""
+    folder = tmp_path_factory.mktemp(EX6)
+    notebooks = {"honest": reference(EX6)}
+    notebooks |= {f"baseline-{cell}": notebook(EX6, cell, source) for cell, source in EX6_BASELINES.items()}
+    notebooks |= {name: notebook(EX6, cell, source) for name, (cell, source, _) in EX6_ATTACKS.items()}
+    write_class(folder / "class", notebooks)
+    done = run_grader("grade", EX6, folder / "class", "--results", folder / "results", "--jobs", 2, "--timeout", 60)
+    return done, results_of(folder / "results")
+
+
+def test_ex6_class_is_graded_with_status_0_and_the_honest_submission_keeps_full_marks(ex6_graded):
+    done, results = ex6_graded
+    assert done.returncode == 0, done.stderr
+    assert set(EX6_ATTACKS) <= set(results)
+    assert part_scores(results["honest"]) == max_scores(EX6)
+    assert results["honest"]["extra_data"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("attack", list(EX6_ATTACKS))
+def test_ex6_attack_measures_no_more_than_an_honest_wrong_answer(ex6_graded, attack):
+    part = EX6_ATTACKS[attack][0]
+    _, results = ex6_graded
+    baseline = part_scores(results[f"baseline-{part}"])[part]
+    assert baseline < max_scores(EX6)[part] / 2
+    assert part_scores(results[attack])[part] <= baseline
+    assert measured_scores(results[attack])[part] <= baseline, results[attack]["output"]
+
+
+@pytest.mark.parametrize("attack", list(EX6_ATTACKS))
+def test_ex6_attack_gets_a_status_that_names_it(ex6_graded, attack):
+    _, results = ex6_graded
+    assert results[attack]["extra_data"]["status"] in EX6_ATTACKS[attack][2]
+    assert results[attack]["extra_data"]["status"] != "grader_error"
 
 # --- 5-7. The worker's channel, crashes, raising to pass -------------------------------------------------
 

@@ -35,7 +35,7 @@ class Right:
     source: str
 
 
-ASSIGNMENTS = ["ex1_residual", "ex2_layernorm", "ex3_batchnorm", "ex4_prepost", "ex5_rmsnorm"]
+ASSIGNMENTS = ["ex1_residual", "ex2_layernorm", "ex3_batchnorm", "ex4_prepost", "ex5_rmsnorm", "ex6_beyond_norm"]
 
 
 def catalogue() -> list[Wrong]:
