@@ -284,7 +284,11 @@ def test_ffn_grad_norms_ignores_stored_gradients(chapter_code):
     ["rms_post_max_dev", "rms_pre_64", "grad_ratio_post", "grad_ratio_pre", "grad_slope_pre",
      "profile_ratio_post", "loss_post_nowarm_6", "loss_post_warm_6", "loss_pre_nowarm_6",
      "fail_post_nowarm_2", "fail_post_nowarm_6", "change_growth_post", "change_growth_pre",
-     "change_growth_deepnorm", "rms_drawn_12"],
+     "change_growth_deepnorm", "rms_drawn_12",
+     # words chosen by the measurement, never typed
+     "grad_post_depth_verdict", "grad_follows_stream", "profile_post_verdict", "post6_verdict",
+     "warmup_need_trend", "warmup_takeaway", "half_lr_verdict", "post6_runs_failed",
+     "pre6_runs_failed", "deepnorm_flat", "perturb_takeaway", "separation_at_8"],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)

@@ -284,7 +284,8 @@ def test_training_reduced_the_test_loss(glued):
      "float32_eps", "effective_eps_float32", "eps_diff_typical", "eps_diff_small",
      "bfloat16_upcast_mean_error", "bfloat16_same_dtype_mean_error", "float16_upcast_mean_error",
      "float16_same_dtype_mean_error", "float16_square_limit", "overflow_zero_fraction",
-     "inv_cells_agreeing", "inv_cells_total", "quality_median_layernorm", "quality_median_rmsnorm"]
+     "inv_cells_agreeing", "inv_cells_total", "quality_median_layernorm", "quality_median_rmsnorm",
+     "quality_verdict", "quality_summary", "bfloat16_builtin_vs_floor"]
     + [f"ratio_{key}" for key in SPEED_KEYS]
     + [f"speed_word_{key}" for key in SPEED_KEYS],
 )

@@ -238,6 +238,9 @@ def test_deepnorm_stack_starts_closer_to_the_identity_than_post_norm(glued):
         "params_closed_form_base", "params_torch_layer_base", "params_encoder_base",
         "pre_stream_rms_d48", "pre_final_rms_d48", "sandwich_rms_ratio_x10", "prenorm_rms_ratio_x10",
         "deepnorm_cos_in_out_d48",
+        # words chosen by the measurement, never typed
+        "sandwich_absorbs", "sandwich_vs_prenorm_init", "sandwich_prediction_verdict",
+        "post_cos_verdict", "deepnorm_cos_verdict",
     ],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):

@@ -181,16 +181,21 @@ def test_name_built_at_run_time_is_held_for_review(trick):
 
 
 def reference_cells() -> list:
-    """Every code cell of the reference solutions but the graded cells, as pytest params.
+    """Every code cell of the reference solutions but the course's graded and self-check cells.
 
     The graded cells hold the course's own call into the grader (``from autograder.kernel
-    import grade_part``); the grader never runs them (``load.cells`` skips them by grade_id).
+    import grade_part``) and the locked self-checks may patch autograd to catch its use (ex6);
+    the grader never runs either (``load.cells`` skips them by grade_id, copies too).
     """
     return [pytest.param("".join(cell["source"]), id=f"{assignment}-cell{number}")
             for assignment in ASSIGNMENTS
             for number, cell in enumerate(json.loads((REPO / "solutions" / assignment / f"{assignment}.ipynb")
                                                      .read_text())["cells"], start=1)
-            if cell["cell_type"] == "code" and not cell["metadata"].get("nbgrader", {}).get("grade")]
+            if cell["cell_type"] == "code" and not course_cell(cell["metadata"].get("nbgrader", {}))]
+
+
+def course_cell(nbgrader: dict) -> bool:
+    return bool(nbgrader.get("grade")) or nbgrader.get("grade_id", "").startswith("selfcheck_")
 
 
 @pytest.mark.parametrize("source", reference_cells())
