@@ -14,6 +14,7 @@ objects that stay in the worker.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -184,3 +185,16 @@ def assert_module_matches_function(sub: Submission, module: Handle, x: torch.Ten
             and out.dtype == own.dtype and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
         return
     assert_close(out, expected, what, atol=atol, rtol=rtol)
+
+
+@contextmanager
+def single_threaded():
+    """PyTorch's kernels on one thread while the scoring process computes an expected value: on the suites'
+    tiny tensors a CPU kernel (F.batch_norm's, say) otherwise splits the work between threads and, on a busy
+    2-core machine, waits milliseconds per call for the second one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+import torch
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,3 +91,12 @@ def glued(glued_numbers, request):
 def prose(request) -> str:
     """The MyST source of the chapter named by the test module's STEM."""
     return (REPO / "chapters" / f"{request.module.STEM}.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one thread is faster, and much faster on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -228,7 +228,8 @@ def batch_norm_forward(x, gamma, beta, eps=1e-5):
     var = x.var(0, unbiased=False)
     inv_std = 1 / torch.sqrt(var + eps)
     x_hat = (x - mean) * inv_std
-    return x_hat * gamma + beta, (x_hat, inv_std, gamma)
+    out = x_hat * gamma + beta
+    return out, (x_hat, inv_std, gamma)
 
 
 def batch_norm_backward(dout, cache):

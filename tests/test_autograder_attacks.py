@@ -24,6 +24,7 @@ import pytest
 
 from grading import (REPO, max_scores, measured_scores, part_scores, reference, results_of, run_grader, with_cell,
                      with_cells, write_class)
+from mistakes import EX6_DYT
 
 ASSIGNMENT = "ex2_layernorm"
 # Imports a module by a name the source scan cannot read.
@@ -365,14 +366,7 @@ class DyT(nn.Module):
         return self.weight * torch.tanh(x) + self.bias
 """,
 }
-DYT_PARAMETERS = """
-class DyT(nn.Module):
-    def __init__(self, dim, alpha_init=0.5):
-        super().__init__()
-        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-"""
+DYT_PARAMETERS = EX6_DYT[:EX6_DYT.index("    def forward")]  # the reference's __init__, no forward
 # name -> (answer cell it replaces, source, statuses the result may carry)
 EX6_ATTACKS = {
     "ex6-autograd-in-a-thread": (EX6_BN, OWN_BN + HIDE + """

@@ -29,13 +29,7 @@ def glued(glued_numbers):
             for name, value in glued_numbers(STEM).items()}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread is faster, and much faster on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --- an independent reference -------------------------------------------------------

@@ -38,12 +38,7 @@ def glued(glued_numbers):
     return {name: parse(value) for name, value in glued_numbers(STEM).items()}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

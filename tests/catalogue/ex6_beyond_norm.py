@@ -1,7 +1,7 @@
 """ex6_beyond_norm: wrong and differently-right versions of the three graded cells.
 
-Most BatchNorm mistakes are one edit of a correct cell (``BN`` below, one statement per line so
-that an edit names exactly what changed); the module mistakes are edits of ``REZERO`` and
+Most BatchNorm mistakes are one edit of a correct cell (``BN``, the reference of ``tests/mistakes.py``,
+one statement per line so that an edit names exactly what changed); the module mistakes are edits of ``REZERO`` and
 ``DYT``. Mistakes the public self-checks already catch are in ``tests/mistakes.py`` (a dx
 without its mean or variance term, dgamma summed over the features, unbiased variance, eps
 outside the root, dout modified in place, autograd in the backward; alpha starting at 1 or a
@@ -10,50 +10,11 @@ shape, a normalization before the tanh) and are not repeated here.
 """
 
 from catalogue import Right, Wrong
+from mistakes import EX6_BN, EX6_DYT, EX6_REZERO
 
 A = "ex6_beyond_norm"
 
-BN = '''
-def batch_norm_forward(x, gamma, beta, eps=1e-5):
-    mean = x.mean(0)
-    var = x.var(0, unbiased=False)
-    inv_std = 1 / torch.sqrt(var + eps)
-    x_hat = (x - mean) * inv_std
-    out = x_hat * gamma + beta
-    return out, (x_hat, inv_std, gamma)
-
-
-def batch_norm_backward(dout, cache):
-    x_hat, inv_std, gamma = cache
-    dbeta = dout.sum(0)
-    dgamma = (dout * x_hat).sum(0)
-    g = dout * gamma
-    dx = inv_std * (g - g.mean(0) - x_hat * (g * x_hat).mean(0))
-    return dx, dgamma, dbeta
-'''
-
-REZERO = '''
-class ReZeroBlock(nn.Module):
-    def __init__(self, sublayer):
-        super().__init__()
-        self.sublayer = sublayer
-        self.alpha = nn.Parameter(torch.zeros(()))
-
-    def forward(self, x):
-        return x + self.alpha * self.sublayer(x)
-'''
-
-DYT = '''
-class DyT(nn.Module):
-    def __init__(self, dim, alpha_init=0.5):
-        super().__init__()
-        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x):
-        return self.weight * torch.tanh(self.alpha * x) + self.bias
-'''
+BN, REZERO, DYT = EX6_BN, EX6_REZERO, EX6_DYT  # the references of tests/mistakes.py
 
 
 def edited(source: str, *edits: tuple[str, str]) -> str:

@@ -6,28 +6,15 @@ expected values from ``F.batch_norm`` in float64 on cloned running statistics.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import assert_close
+from autograder.checks import assert_close, single_threaded
 
 # Float32 answers are compared with PyTorch's float64 answer rounded to float32.
 TOLERANCE = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.float64: {"atol": 1e-9, "rtol": 1e-7}}
-
-
-@contextmanager
-def single_threaded():
-    """Run PyTorch's kernels on one thread: on these tiny tensors F.batch_norm's CPU kernel otherwise splits the
-    channels between threads and, on a busy 2-core machine, waits milliseconds per call for the second one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass

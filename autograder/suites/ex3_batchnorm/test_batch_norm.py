@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.checks import SETTINGS, assert_close, fail, points
-from autograder.suites.ex3_batchnorm.reference import TOLERANCE, expected, make_batch, single_threaded
+from autograder.checks import SETTINGS, assert_close, fail, points, single_threaded
+from autograder.suites.ex3_batchnorm.reference import TOLERANCE, expected, make_batch
 
 PART = "batch_norm"
 TITLE = "Task 1: batch_norm"

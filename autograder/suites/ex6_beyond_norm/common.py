@@ -6,29 +6,17 @@ trusted modules built in the worker (``nn.Linear``, ``fixtures.TanhMLP``) and re
 from their state_dict, so every expected value is computed on this side.
 """
 
-from contextlib import contextmanager
 from functools import lru_cache
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder.checks import assert_close
+from autograder.checks import assert_close, single_threaded
 from autograder.sandboxed import fixtures
 
 NORM_FAMILY = {"layer_norm", "batch_norm", "instance_norm", "rms_norm", "group_norm"}
 TOLERANCE = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 1e-12}}
-
-
-@contextmanager
-def single_threaded():
-    """PyTorch's kernels on one thread: on tiny tensors a second thread only waits on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def randn(shape, seed: int, dtype=torch.float32, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
