@@ -198,3 +198,19 @@ def single_threaded():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def call_forward(sub: Submission, name: str, *args):
+    """(out, cache) from a learner's forward of a hand-written forward/backward pair, called without autograd."""
+    result = sub.call(name, *args, no_grad=True)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        fail(f"{name} should return a pair (out, cache)")
+    return result
+
+
+def call_backward(sub: Submission, name: str, dout, cache, grad_names: tuple[str, str, str]):
+    """The three gradients from a learner's backward, fed with the cache of their forward, without autograd."""
+    grads = sub.call(name, dout, cache, no_grad=True)
+    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+        fail(f"{name} should return three tensors: ({', '.join(grad_names)})")
+    return grads

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import SETTINGS, assert_close, fail, points
+from autograder.checks import SETTINGS, assert_close, call_backward, call_forward, fail, points
 from autograder.suites.ex2_layernorm.common import expected, expected_grads, inputs, upstream
 
 PART = "layer_norm_forward_backward"
@@ -25,19 +25,13 @@ FEWER = settings(SETTINGS, max_examples=8)
 
 def forward(sub, x, w, b, eps=1e-5):
     """(out, cache) from the learner's layer_norm_forward."""
-    result = sub.call("layer_norm_forward", x, w, b, eps, no_grad=True)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail("layer_norm_forward should return a pair (out, cache)")
-    return result
+    return call_forward(sub, "layer_norm_forward", x, w, b, eps)
 
 
 def backward(sub, x, w, b, dout, eps=1e-5):
     """(dx, dweight, dbias) from the learner's backward, fed with the cache of their forward."""
     _, cache = forward(sub, x, w, b, eps)
-    grads = sub.call("layer_norm_backward", dout, cache, no_grad=True)
-    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
-        fail("layer_norm_backward should return three tensors: (dx, dweight, dbias)")
-    return grads
+    return call_backward(sub, "layer_norm_backward", dout, cache, GRAD_NAMES)
 
 
 def check_grad(sub, name, shape, seed, scale=2.0, eps=1e-5):

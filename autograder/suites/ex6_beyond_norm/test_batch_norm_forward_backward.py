@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import SETTINGS, Handle, assert_close, fail, points
+from autograder.checks import Handle, SETTINGS, assert_close, call_backward, call_forward, fail, points
 from autograder.suites.ex6_beyond_norm.common import (NORM_FAMILY, TOLERANCE, assert_relative, batch, expected,
                                                       expected_grads, randn)
 
@@ -32,19 +32,13 @@ FEWER = settings(SETTINGS, max_examples=8)
 
 def forward(sub, x, gamma, beta, eps=1e-5):
     """(out, cache) from the learner's batch_norm_forward."""
-    result = sub.call("batch_norm_forward", x, gamma, beta, eps, no_grad=True)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail("batch_norm_forward should return a pair (out, cache)")
-    return result
+    return call_forward(sub, "batch_norm_forward", x, gamma, beta, eps)
 
 
 def backward(sub, x, gamma, beta, dout, eps=1e-5):
     """(dx, dgamma, dbeta) from the learner's backward, fed with the cache of their forward."""
     _, cache = forward(sub, x, gamma, beta, eps)
-    grads = sub.call("batch_norm_backward", dout, cache, no_grad=True)
-    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
-        fail("batch_norm_backward should return three tensors: (dx, dgamma, dbeta)")
-    return grads
+    return call_backward(sub, "batch_norm_backward", dout, cache, GRAD_NAMES)
 
 
 def check_grad(sub, name, shape, seed, scale=2.0, eps=1e-5):
