@@ -28,6 +28,17 @@ from sphinx.util.docutils import SphinxDirective
 
 LETTERS = "ABCDEFGH"  # answers are labelled A., B., ...
 
+# The words the quiz itself says, in each edition's language (the build's ``language``).
+WORDS = {
+    "en": {"question": "Question {number}", "right": "Right.", "wrong": "Not quite."},
+    "zh": {"question": "第 {number} 题", "right": "答对了。", "wrong": "还不对。"},
+}
+
+
+def words(translator) -> dict:
+    language = translator.builder.config.language or "en"
+    return WORDS["zh" if language.startswith("zh") else "en"]
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -136,7 +147,7 @@ class QuizDirective(SphinxDirective):
 def visit_quiz(self, node):
     self.body.append(
         f'<div class="quiz" id="{node["ids"][0]}" data-quiz>'
-        f'<p class="quiz-number">Question {node["number"]}</p>'
+        f'<p class="quiz-number">{words(self)["question"].format(number=node["number"])}</p>'
     )
 
 
@@ -183,7 +194,8 @@ def depart_quiz_feedbacks(self, node):
 
 
 def visit_quiz_feedback(self, node):
-    verdict = ("quiz-right", "✓", "Right.") if node["right"] else ("quiz-wrong", "✗", "Not quite.")
+    said = words(self)
+    verdict = ("quiz-right", "✓", said["right"]) if node["right"] else ("quiz-wrong", "✗", said["wrong"])
     self.body.append(
         f'<div class="quiz-feedback {verdict[0]}" data-index="{node["index"]}" hidden>'
         f'<p class="quiz-verdict"><span class="quiz-icon" aria-hidden="true">{verdict[1]}</span> {verdict[2]}</p>'

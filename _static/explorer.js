@@ -56,6 +56,87 @@
   };
   const parseNumbers = (text) => (text || "").split(",").map((s) => Number(s.trim()));
   const isVector = (v, length) => Array.isArray(v) && v.length === length && v.every(Number.isFinite);
+  // ---- the words it shows, in the page's language (<html lang>: the English or the Chinese edition) ----
+  const WORDS = {
+    en: {
+      region: "Add & Norm explorer",
+      controls: "Explorer controls",
+      newVector: "New random vector",
+      gamma: "γ (gamma), scale",
+      beta: "β (beta), shift",
+      instabilityOn: (k) => `⚠ Instability on: F(x) × ${k} (press to undo)`,
+      instabilityOff: (k) => `Inject instability: F(x) × ${k}`,
+      residualOn: "Residual connection: on",
+      residualOff: "Residual connection: off (identity path = 0)",
+      statusUnstable: (k) => `F(x) is multiplied by ${k}.`,
+      statusStable: "F(x) as the sublayer returned it.",
+      statusResidual: "Residual connection on.",
+      statusNoResidual: "Residual connection off: the identity path carries zeros.",
+      stageA: "A. Split and add: the identity path plus the transformation path",
+      stageB: "B. Norm: LayerNorm of the sum, in three steps",
+      stats: "B1. Statistics: the mean μ (dashed line) and μ ± σ (band)",
+      identity: "Identity path (the shortcut): x",
+      identityCut: "Identity path: cut, 0",
+      transformed: (fx) => `Transformation path, Attention / FFN: ${fx}`,
+      summed: "Add: ",
+      normalize: "B2. Normalize: ",
+      scaleShift: "B3. Scale and shift: ",
+      identityBars: "identity path",
+      transformedBars: (fx) => `transformation path ${fx}`,
+      sumBars: "sum",
+      statsBars: "sum, with its mean and a band of one standard deviation",
+      xHatBars: "normalized x̂",
+      yBars: "output y",
+      biased: (n) => ` (biased: the mean of the squared deviations over the ${n} features)`,
+      cosine: "How much of x is left in x̂: cosine with LayerNorm(x) = ",
+      cosineMeaning: " (1: x̂ points along x; near 0: x is drowned).",
+      undefinedCosine: "undefined",
+      legend: "Dashed outlines in B2: x̂ with F(x) × 1 and the residual on, for comparison.",
+      badAddress: (x, fx, n) => `The address asks for x=${x} and fx=${fx}; ` +
+        `the explorer needs ${n} numbers each, so it shows its own vectors.`,
+      plus: "plus", equals: "equals", then: "then",
+    },
+    zh: {
+      region: "Add & Norm 交互演示",
+      controls: "交互演示的控件",
+      newVector: "换一个随机向量",
+      gamma: "γ（gamma），缩放",
+      beta: "β（beta），平移",
+      instabilityOn: (k) => `⚠ 已注入不稳定：F(x) × ${k}（再按一次撤销）`,
+      instabilityOff: (k) => `注入不稳定：F(x) × ${k}`,
+      residualOn: "残差连接：开",
+      residualOff: "残差连接：关（恒等路径 = 0）",
+      statusUnstable: (k) => `F(x) 乘以 ${k}。`,
+      statusStable: "F(x) 保持子层的原始输出。",
+      statusResidual: "残差连接已打开。",
+      statusNoResidual: "残差连接已关闭：恒等路径传的全是 0。",
+      stageA: "A. 分流再相加：恒等路径加上变换路径",
+      stageB: "B. 归一化：对和做层归一化，分三步",
+      stats: "B1. 统计量：均值 μ（虚线）与 μ ± σ（色带）",
+      identity: "恒等路径（捷径）：x",
+      identityCut: "恒等路径：已切断，0",
+      transformed: (fx) => `变换路径（注意力 / FFN）：${fx}`,
+      summed: "相加：",
+      normalize: "B2. 归一化：",
+      scaleShift: "B3. 缩放与平移：",
+      identityBars: "恒等路径",
+      transformedBars: (fx) => `变换路径 ${fx}`,
+      sumBars: "和",
+      statsBars: "和，及其均值与一个标准差宽的色带",
+      xHatBars: "归一化后的 x̂",
+      yBars: "输出 y",
+      biased: (n) => `（有偏：${n} 个特征上偏差平方的平均）`,
+      cosine: "x̂ 中还剩多少 x：与 LayerNorm(x) 的余弦相似度 = ",
+      cosineMeaning: "（1：x̂ 与 x 同向；接近 0：x 被淹没）。",
+      undefinedCosine: "无定义",
+      legend: "B2 中的虚线框：F(x) × 1 且残差连接打开时的 x̂，用作对照。",
+      badAddress: (x, fx, n) => `地址中给出的是 x=${x} 和 fx=${fx}；` +
+        `交互演示每个向量需要 ${n} 个数，因此显示它自己的向量。`,
+      plus: "加", equals: "等于", then: "然后",
+    },
+  };
+  const T = WORDS[(document.documentElement.lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en"];
+
   const randomToken = (n) => Array.from({ length: n }, () => Math.round((2 * Math.random() - 1) * 100) / 100);
 
   let explorerCount = 0;
@@ -149,7 +230,7 @@
       root.querySelector(".ane-fallback")?.remove();
       root.classList.add("ane-ready");
       root.setAttribute("role", "region");
-      root.setAttribute("aria-label", "Add & Norm explorer");
+      root.setAttribute("aria-label", T.region);
 
       // Patterns, so that no bar is told apart by its colour alone.
       const pattern = (name, colour, rotate, mark) => el("svg:pattern", {
@@ -172,15 +253,15 @@
       // Controls: two toggle buttons, a button, two labelled sliders.
       this.instabilityButton = el("button", { type: "button", class: "ane-button ane-instability", "aria-pressed": "false" });
       this.residualButton = el("button", { type: "button", class: "ane-button ane-residual", "aria-pressed": "true" });
-      this.newButton = el("button", { type: "button", class: "ane-button ane-new", text: "New random vector" });
+      this.newButton = el("button", { type: "button", class: "ane-button ane-new", text: T.newVector });
       const slider = (name, label, min, max, value) => {
         const input = el("input", { type: "range", id: `${id}-${name}`, min, max, step: 0.1, value, class: `ane-${name}` });
         const output = el("output", { for: `${id}-${name}`, class: `ane-${name}-value`, text: value.toFixed(1) });
         return [el("div", { class: "ane-slider" }, [el("label", { for: `${id}-${name}`, text: label }), input, output]), input, output];
       };
       let gammaBox, betaBox;
-      [gammaBox, this.gammaInput, this.gammaOutput] = slider("gamma", "γ (gamma), scale", 0.1, 3.0, 1.0);
-      [betaBox, this.betaInput, this.betaOutput] = slider("beta", "β (beta), shift", -2.0, 2.0, 0.0);
+      [gammaBox, this.gammaInput, this.gammaOutput] = slider("gamma", T.gamma, 0.1, 3.0, 1.0);
+      [betaBox, this.betaInput, this.betaOutput] = slider("beta", T.beta, -2.0, 2.0, 0.0);
 
       this.instabilityButton.addEventListener("click", () => { this.unstable = !this.unstable; this.update(); });
       this.residualButton.addEventListener("click", () => { this.residual = !this.residual; this.update(); });
@@ -197,7 +278,7 @@
         identity: new BarChart("identity", "", "identity"),
         transformed: new BarChart("transformed", "", "transformed"),
         summed: new BarChart("summed", "", "summed"),
-        stats: new BarChart("stats", "B1. Statistics: the mean μ (dashed line) and μ ± σ (band)", "stats"),
+        stats: new BarChart("stats", T.stats, "stats"),
         xHat: new BarChart("x-hat", "", "x-hat"),
         y: new BarChart("y", "", "y"),
       };
@@ -211,19 +292,19 @@
 
       root.append(
         defs,
-        el("div", { class: "ane-controls", role: "group", "aria-label": "Explorer controls" }, [
+        el("div", { class: "ane-controls", role: "group", "aria-label": T.controls }, [
           el("div", { class: "ane-buttons" }, [this.instabilityButton, this.residualButton, this.newButton]),
           el("div", { class: "ane-sliders" }, [gammaBox, betaBox]),
         ]),
         this.status,
         this.message,
         el("section", { class: "ane-stage", "aria-labelledby": `${id}-a` }, [
-          el("h3", { id: `${id}-a`, class: "ane-stage-title", text: "A. Split and add: the identity path plus the transformation path" }),
-          el("div", { class: "ane-row" }, [c.identity.figure, op("+", "plus"), c.transformed.figure, op("=", "equals"), c.summed.figure]),
+          el("h3", { id: `${id}-a`, class: "ane-stage-title", text: T.stageA }),
+          el("div", { class: "ane-row" }, [c.identity.figure, op("+", T.plus), c.transformed.figure, op("=", T.equals), c.summed.figure]),
         ]),
         el("section", { class: "ane-stage", "aria-labelledby": `${id}-b` }, [
-          el("h3", { id: `${id}-b`, class: "ane-stage-title", text: "B. Norm: LayerNorm of the sum, in three steps" }),
-          el("div", { class: "ane-row" }, [c.stats.figure, op("→", "then"), c.xHat.figure, op("→", "then"), c.y.figure]),
+          el("h3", { id: `${id}-b`, class: "ane-stage-title", text: T.stageB }),
+          el("div", { class: "ane-row" }, [c.stats.figure, op("→", T.then), c.xHat.figure, op("→", T.then), c.y.figure]),
           this.statsLine,
           this.cosineLine,
           this.legend,
@@ -241,8 +322,7 @@
         this.fx = fx;
       } else {
         this.message.hidden = false;
-        this.message.textContent = `The address asks for x=${params.get("x")} and fx=${params.get("fx")}; ` +
-          `the explorer needs ${this.x.length} numbers each, so it shows its own vectors.`;
+        this.message.textContent = T.badAddress(params.get("x"), params.get("fx"), this.x.length);
       }
     }
 
@@ -259,55 +339,53 @@
       const fx = this.unstable ? `${k} F(x)` : "F(x)";
 
       this.instabilityButton.setAttribute("aria-pressed", String(this.unstable));
-      this.instabilityButton.textContent = this.unstable
-        ? `⚠ Instability on: F(x) × ${k} (press to undo)`
-        : `Inject instability: F(x) × ${k}`;
+      this.instabilityButton.textContent = this.unstable ? T.instabilityOn(k) : T.instabilityOff(k);
       this.residualButton.setAttribute("aria-pressed", String(this.residual));
-      this.residualButton.textContent = this.residual ? "Residual connection: on" : "Residual connection: off (identity path = 0)";
+      this.residualButton.textContent = this.residual ? T.residualOn : T.residualOff;
       this.gammaOutput.textContent = this.gamma.toFixed(1);
       this.betaOutput.textContent = this.beta.toFixed(1);
       this.root.classList.toggle("ane-unstable", this.unstable);
       this.root.classList.toggle("ane-no-residual", !this.residual);
       this.status.textContent = [
-        this.unstable ? `F(x) is multiplied by ${k}.` : "F(x) as the sublayer returned it.",
-        this.residual ? "Residual connection on." : "Residual connection off: the identity path carries zeros.",
-      ].join(" ");
+        this.unstable ? T.statusUnstable(k) : T.statusStable,
+        this.residual ? T.statusResidual : T.statusNoResidual,
+      ].join(T === WORDS.zh ? "" : " ");
 
-      c.identity.captionText.textContent = this.residual ? "Identity path (the shortcut): x" : "Identity path: cut, 0";
-      c.transformed.captionText.textContent = `Transformation path, Attention / FFN: ${fx}`;
-      c.summed.captionText.textContent = `Add: ${this.residual ? "x + " : ""}${fx}${this.unstable ? " ⚠" : ""}`;
-      c.xHat.captionText.textContent = `B2. Normalize: x̂ = (v − μ) / √(σ² + ε), √(σ² + ε) = ${fmt(s.denominator, 3)}`;
-      c.y.captionText.textContent = `B3. Scale and shift: y = γ·x̂ + β, γ = ${this.gamma.toFixed(1)}, β = ${this.beta.toFixed(1)}`;
+      c.identity.captionText.textContent = this.residual ? T.identity : T.identityCut;
+      c.transformed.captionText.textContent = T.transformed(fx);
+      c.summed.captionText.textContent = `${T.summed}${this.residual ? "x + " : ""}${fx}${this.unstable ? " ⚠" : ""}`;
+      c.xHat.captionText.textContent = `${T.normalize}x̂ = (v − μ) / √(σ² + ε), √(σ² + ε) = ${fmt(s.denominator, 3)}`;
+      c.y.captionText.textContent = `${T.scaleShift}y = γ·x̂ + β, γ = ${this.gamma.toFixed(1)}, β = ${this.beta.toFixed(1)}`;
 
       const addRange = Math.max(1, ...[s.identity, s.transformed, s.summed].flat().map(Math.abs));
       const normRange = Math.max(2.5, ...[s.xHat, s.y].flat().map(Math.abs));
       const sumFill = this.unstable ? f.unstable : f.stable;
-      c.identity.draw(s.identity, addRange, { fill: f.identity, label: "identity path" });
-      c.transformed.draw(s.transformed, addRange, { fill: f.transformed, label: `transformation path ${fx}` });
-      c.summed.draw(s.summed, addRange, { fill: sumFill, label: "sum" });
+      c.identity.draw(s.identity, addRange, { fill: f.identity, label: T.identityBars });
+      c.transformed.draw(s.transformed, addRange, { fill: f.transformed, label: T.transformedBars(fx) });
+      c.summed.draw(s.summed, addRange, { fill: sumFill, label: T.sumBars });
       c.stats.draw(s.summed, addRange, {
-        fill: sumFill, label: "sum, with its mean and a band of one standard deviation",
+        fill: sumFill, label: T.statsBars,
         band: [s.mu - s.sigma, s.mu + s.sigma], line: { value: s.mu, label: "μ" },
       });
       // Dashed outlines show x̂ of the plain block (F(x) x 1, residual on) whenever a button moved away from it.
       const changed = this.unstable || !this.residual;
       const reference = changed ? this.stages({ unstable: false, residual: true }).xHat : null;
-      c.xHat.draw(s.xHat, normRange, { fill: f.xHat, label: "normalized x̂", ghosts: reference });
-      c.y.draw(s.y, normRange, { fill: f.y, label: "output y" });
+      c.xHat.draw(s.xHat, normRange, { fill: f.xHat, label: T.xHatBars, ghosts: reference });
+      c.y.draw(s.y, normRange, { fill: f.y, label: T.yBars });
 
       this.statsLine.replaceChildren(
         "μ = ", el("span", { "data-stat": "mu", text: fmt(s.mu, 3) }),
         ", σ = ", el("span", { "data-stat": "sigma", text: fmt(s.sigma, 3) }),
-        " (biased: the mean of the squared deviations over the 5 features)",
+        T.biased(s.summed.length),
       );
-      const cosine = Number.isNaN(s.identityCosine) ? "undefined" : fmt(s.identityCosine, 3);
+      const cosine = Number.isNaN(s.identityCosine) ? T.undefinedCosine : fmt(s.identityCosine, 3);
       this.cosineLine.replaceChildren(
-        "How much of x is left in x̂: cosine with LayerNorm(x) = ",
+        T.cosine,
         el("span", { "data-stat": "identity-cosine", text: cosine }),
-        " (1: x̂ points along x; near 0: x is drowned).",
+        T.cosineMeaning,
       );
       this.legend.textContent = changed
-        ? "Dashed outlines in B2: x̂ with F(x) × 1 and the residual on, for comparison."
+        ? T.legend
         : "";
       this.legend.hidden = !changed;
     }

@@ -82,6 +82,32 @@ def glue(name: str, value, display: bool = False) -> None:
     _glue(name, value, display=display)
 
 
+def glue_text(name: str, en, zh) -> None:
+    """Glue a phrase whose wording depends on a measurement, once per edition.
+
+    The English pages paste ``name``, the Chinese pages ``name_zh``: both
+    editions run the same cell, so the two phrases always state the same
+    outcome. ``en`` and ``zh`` may also be ``Markdown`` objects (tables).
+    """
+    glue(name, en)
+    glue(f"{name}_zh", zh)
+
+
+def show_figure(name: str) -> None:
+    """Show the current figure here, and glue it as ``name`` for the book.
+
+    The book pastes it with its caption and alt text through a
+    ``{glue:figure}`` directive after the cell (the cell's own output is
+    removed there), so captions are text of the page, not of the code, and
+    both editions of a chapter share one code cell. Jupyter and Colab show
+    the figure in the cell.
+    """
+    import matplotlib.pyplot as plt
+
+    glue(name, plt.gcf())
+    plt.show()
+
+
 def fmt_vector(values, digits: int = 3) -> str:
     """Format a 1-D tensor or sequence as ``[a, b, c]`` with fixed decimals."""
     if isinstance(values, torch.Tensor):

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 sys.path.insert(0, str(REPO / "_ext"))
 sys.path.insert(0, str(REPO / "chapters"))
-from book_build import BookBuild, build_book  # noqa: E402
+from book_build import BookBuild, build_editions  # noqa: E402
 from quiz import Quiz, parse_quiz  # noqa: E402
 
 QUIZ_BLOCK = re.compile(r"^:::\{quiz\}\n(.*?)^:::$", re.M | re.S)
@@ -31,9 +32,7 @@ def make_mini_book(source, chapters=(), **sphinx_config):
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     config["sphinx"]["config"].update(sphinx_config)
     (source / "_config.yml").write_text(yaml.safe_dump(config))
-    (source / "_ext").mkdir()
-    for extension in (REPO / "_ext").glob("*.py"):
-        (source / "_ext" / extension.name).write_text(extension.read_text())
+    shutil.copytree(REPO / "_ext", source / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
     (source / "intro.md").write_text("# Intro\n")
     entries = "".join(f"\n  - file: {chapter}" for chapter in chapters)
     (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n" + (f"chapters:{entries}\n" if chapters else ""))
@@ -61,12 +60,30 @@ def repository() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def book(tmp_path_factory) -> BookBuild:
-    """The whole book, built strictly from a clean state (fresh output folder and cache)."""
-    result = build_book(REPO, tmp_path_factory.mktemp("book"))
-    if result.returncode != 0:
-        pytest.fail(f"the book build failed (exit {result.returncode}):\n{result.log[-6000:]}")
-    return result
+def editions(tmp_path_factory) -> tuple[BookBuild, BookBuild]:
+    """Both editions, built strictly from a clean state (fresh output folder and cache), English first.
+
+    The Chinese site is copied into the English one's ``zh/`` folder, so the site under test is the
+    site readers get, both editions side by side.
+    """
+    english, chinese = build_editions(REPO, tmp_path_factory.mktemp("book"))
+    if english.returncode != 0:
+        pytest.fail(f"the book build failed (exit {english.returncode}):\n{english.log[-6000:]}")
+    if chinese.returncode != 0:
+        pytest.fail(f"the Chinese build failed (exit {chinese.returncode}):\n{chinese.log[-6000:]}")
+    return english, chinese
+
+
+@pytest.fixture(scope="session")
+def book(editions) -> BookBuild:
+    """The English build; its site (``book.html``) holds the Chinese one under ``zh/``."""
+    return editions[0]
+
+
+@pytest.fixture(scope="session")
+def zh_book(editions) -> BookBuild:
+    """The Chinese build (its own folder, ``zh_book.output``); its site is ``book.html / "zh"``."""
+    return editions[1]
 
 
 @pytest.fixture(scope="session")

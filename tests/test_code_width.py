@@ -6,6 +6,7 @@ cell of every chapter in _toc.yml, hidden ones included: the notebook twins show
 """
 
 import re
+import unicodedata
 
 import jupytext
 import pytest
@@ -32,11 +33,16 @@ def code_lines(source):
             yield number, line
 
 
+def columns(line):
+    """Width of a line in a monospaced font: a Chinese character (East Asian wide) takes two columns."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in line)
+
+
 def too_long(source):
     return [
-        f"code cell {number}: {len(line)} characters: {line.strip()[:60]}..."
+        f"code cell {number}: {columns(line)} columns: {line.strip()[:60]}..."
         for number, line in code_lines(source)
-        if len(line) > MAX_CHARS and not URL_ONLY.match(line)
+        if columns(line) > MAX_CHARS and not URL_ONLY.match(line)
     ]
 
 
@@ -50,6 +56,13 @@ def test_a_line_one_character_too_long_is_reported(tmp_path):
     line = "x = 1  # " + "a" * (MAX_CHARS - 8)
     source.write_text(f"# Demo\n\n```{{code-cell}} ipython3\n{line[:-1]}\n{line}\n```\n")
     assert len(too_long(source)) == 1
+
+
+def test_a_chinese_character_takes_two_columns(tmp_path):
+    source = tmp_path / "demo.md"
+    fits = 'zh = "' + "归一化" * 27 + '"'  # 6 + 81 x 2 + 1 columns > 88, although only 88 characters
+    source.write_text(f"# Demo\n\n```{{code-cell}} ipython3\n{fits}\n```\n")
+    assert len(fits) == 88 and len(too_long(source)) == 1
 
 
 def test_a_line_that_is_only_a_url_is_exempt(tmp_path):

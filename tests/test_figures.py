@@ -1,8 +1,8 @@
 """Every figure of every page has a numbered caption, a label and one line of alt text.
 
 Figures come two ways: diagrams, written as ``{figure}`` directives, and plots drawn by code
-cells, which myst-nb turns into figures through the cell's ``mystnb: figure`` and ``image``
-metadata. A ``{figure}`` option whose value runs onto a second line ends the option list
+cells, glued with ``show_figure(name)`` and pasted under their caption by a ``{glue:figure}``
+directive in the prose (so the Chinese edition, which shares the code cells, has its own captions). A ``{figure}`` option whose value runs onto a second line ends the option list
 early: the alt text is cut there, and the rest of it, ``:width:`` included, becomes the caption.
 The sources are checked for that mistake, the built pages for what a reader gets.
 """
@@ -15,7 +15,7 @@ import yaml
 from bs4 import BeautifulSoup
 from conftest import REPO
 
-FIGURE_BLOCK = re.compile(r"^```\{figure\}[^\n]*\n(.*?)^```$", re.M | re.S)
+FIGURE_BLOCK = re.compile(r"^```\{(?:glue:)?figure\}[^\n]*\n(.*?)^```$", re.M | re.S)
 OPTION = re.compile(r"^:[a-z_-]+:( .*)?$")
 OPTION_IN_TEXT = re.compile(r":(alt|width|height|name|align|class|scale|target|figwidth|figclass):")
 
@@ -39,7 +39,8 @@ def spilled_options(source_text):
     return bad
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", PAGES + [REPO / "zh" / p.relative_to(REPO) for p in PAGES],
+                         ids=lambda p: str(p.relative_to(REPO)))
 def test_figure_directive_options_each_fit_on_one_line(page):
     assert spilled_options(page.read_text()) == []
 
@@ -101,14 +102,27 @@ def executed_notebooks(book):
     return {p.stem: json.loads((book.executed / "chapters" / f"{p.stem}.ipynb").read_text()) for p in chapters}
 
 
-def test_every_captioned_cell_draws_exactly_one_image_in_the_notebook(book):
-    """The figure metadata captions one output; the notebook (and Colab) still shows the plot."""
+SHOW_FIGURE = re.compile(r'^show_figure\("([\w-]+)"\)$', re.M)
+
+
+def test_every_plotting_cell_shows_one_image_and_glues_it_for_its_captioned_figure(book):
+    """show_figure(name): the notebook (and Colab) shows the plot; the book pastes it under its caption."""
+    cells = 0
     for stem, notebook in executed_notebooks(book).items():
+        glued = json.loads((book.executed / "chapters" / f"{stem}.glue.json").read_text())
         for cell in notebook["cells"]:
-            options = cell.get("metadata", {}).get("mystnb", {})
-            if "figure" not in options:
-                continue
-            images = [o for o in cell["outputs"] if "image/png" in o.get("data", {})]
-            others = [o for o in cell["outputs"] if o.get("output_type") != "stream" and o not in images]
-            assert len(images) == 1 and others == [], f"{stem}: {options['figure']['name']}"
-            assert "\n" not in options["image"]["alt"], f"{stem}: {options['figure']['name']}"
+            for name in SHOW_FIGURE.findall("".join(cell["source"])):
+                cells += 1
+                images = [o for o in cell["outputs"] if "image/png" in o.get("data", {})]
+                others = [o for o in cell["outputs"] if o.get("output_type") != "stream" and o not in images]
+                assert len(images) == 1 and others == [], f"{stem}: {name}"
+                assert any(mime.startswith("image/") for mime in glued[name]["data"]), f"{stem}: {name} not glued"
+                assert "remove-output" in cell["metadata"].get("tags", []), f"{stem}: {name} shown twice in the book"
+    assert cells >= 30
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_no_caption_or_alt_text_lives_in_a_code_cell(page):
+    """Captions are prose: in a {glue:figure} directive each edition writes its own; code cells are shared."""
+    assert not re.search(r"^:?\s*(caption|alt):", "".join(re.findall(r"^```\{code-cell\}.*?^```$", page.read_text(),
+                                                                  re.M | re.S)), re.M)

@@ -1,6 +1,6 @@
 """The book on a phone: no page scrolls sideways, nothing is cut off, figures stay legible.
 
-Every page of _toc.yml is opened 390 CSS pixels wide (a common phone) in Debian's Chromium,
+Every page of both editions (_toc.yml, zh/_toc.yml) is opened 390 CSS pixels wide (a common phone) in Debian's Chromium,
 started as in test_browser.py, from the session's strict build. A full-page screenshot of each
 goes to tests/artifacts/phone-<page>.png.
 """
@@ -58,13 +58,13 @@ MEASURE = """
 """
 
 
-def pages_in_toc():
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+def pages_in_toc(toc_file):
+    toc = yaml.safe_load(toc_file.read_text())
     files = [toc["root"]] + [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
     return [f"{name}.html" for name in files]
 
 
-PAGES = pages_in_toc()
+PAGES = pages_in_toc(REPO / "_toc.yml") + [f"zh/{page}" for page in pages_in_toc(REPO / "zh" / "_toc.yml")]
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,16 @@ def readme_commands():
 
 def test_readme_opens_with_a_build_command_and_a_test_command():
     build, test = readme_commands()[:2]
-    assert "jupyter-book build" in build and "-W" in build and "-n" in build and "--keep-going" in build
+    assert build.endswith(".venv/bin/python tools/book_build.py")  # both editions, strictly
     assert "pytest" in test
     for command in (build, test):
         assert "python3 -m venv" in command and "requirements.txt" in command
+
+
+def test_the_build_command_builds_strictly():
+    import book_build  # tools/ is on sys.path (see conftest.py)
+
+    assert set(book_build.STRICT_FLAGS) == {"-W", "-n", "--keep-going"}
 
 
 def test_ci_runs_exactly_the_readme_test_command():

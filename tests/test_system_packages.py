@@ -1,7 +1,8 @@
-"""tools/install_system_packages.sh installs chromium and bubblewrap when, and only when, they are missing.
+"""tools/install_system_packages.sh installs chromium, bubblewrap and a CJK font when, and only when, they are missing.
 
 The script runs against stand-in commands on a PATH of their own: a fake apt-get that
-records its arguments, and a fake id that says who runs it.
+records its arguments, a fake id that says who runs it, and a fake dpkg-query that knows
+whether the font package is installed.
 """
 
 import subprocess
@@ -27,7 +28,10 @@ def fake_system(tmp_path):
         tool("apt-get", f'echo "$*" >> {log}')
         tool("id", f"echo {uid}")
         for name in installed:
-            tool(name, "exit 0")
+            if name == "fonts-noto-cjk":
+                tool("dpkg-query", 'echo "install ok installed"')
+            else:
+                tool(name, "exit 0")
 
         def run():
             result = subprocess.run(["/bin/bash", str(SCRIPT)], env={"PATH": str(bin_dir)},
@@ -40,20 +44,26 @@ def fake_system(tmp_path):
     return make
 
 
-def test_installs_both_packages_when_both_are_missing(fake_system):
+def test_installs_every_package_when_all_are_missing(fake_system):
     result, calls = fake_system()()
     assert result.returncode == 0, result.stderr
-    assert calls == ["update -q", "install -y -q --no-install-recommends chromium bubblewrap"]
+    assert calls == ["update -q", "install -y -q --no-install-recommends chromium bubblewrap fonts-noto-cjk"]
 
 
 def test_installs_only_the_missing_package(fake_system):
-    result, calls = fake_system(installed=["bwrap"])()
+    result, calls = fake_system(installed=["bwrap", "fonts-noto-cjk"])()
     assert result.returncode == 0, result.stderr
     assert calls[-1] == "install -y -q --no-install-recommends chromium"
 
 
-def test_does_nothing_when_everything_is_installed(fake_system):
+def test_installs_the_cjk_font_when_only_it_is_missing(fake_system):
     result, calls = fake_system(installed=["chromium", "bwrap"])()
+    assert result.returncode == 0, result.stderr
+    assert calls[-1] == "install -y -q --no-install-recommends fonts-noto-cjk"
+
+
+def test_does_nothing_when_everything_is_installed(fake_system):
+    result, calls = fake_system(installed=["chromium", "bwrap", "fonts-noto-cjk"])()
     assert result.returncode == 0
     assert calls == []
 

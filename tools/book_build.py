@@ -1,10 +1,19 @@
-"""Run a strict Jupyter Book build and read what it reports.
+"""Build the book's two editions strictly and read what the builds report.
+
+The English edition is ``jupyter-book build`` of the top folder. The Chinese one (``zh/``) is built
+after it with the same Sphinx entry point, reading the English build's execution cache: its code
+cells are the English ones byte for byte (``tools/editions.py``), so every notebook is a cache hit
+and nothing runs twice. It is built in ``_build/zh/`` and copied to ``_build/html/zh/``, so both
+editions can be hosted side by side.
+
+    python tools/book_build.py        # both editions, strictly, into _build/html and _build/html/zh
 
 Shared by the tests (which need one clean build) and the build benchmark.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -48,3 +57,82 @@ def build_book(source: Path = ROOT, output: Path | None = None) -> BookBuild:
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     return BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output)
+
+
+def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
+    """Build ``source``/zh strictly into ``output``/_build/zh, then copy it to ``output``/_build/html/zh.
+
+    Reads the execution cache of the English build into the same ``output``, so build English first.
+    """
+    output = output or source
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--chinese-only", str(source), str(output)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    build = BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output / "_build" / "zh")
+    site = output / "_build" / "html" / "zh"
+    if proc.returncode == 0:
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(build.output / "html", site)
+    return build
+
+
+def _run_chinese_build(source: Path, output: Path) -> int:
+    """The Chinese build itself, in its own process (Sphinx keeps global state)."""
+    from jupyter_book.sphinx import build_sphinx
+
+    import editions
+
+    drifted = [line for line in editions.check() if " code cell" in line or "front matter" in line]
+    if drifted:
+        print("The Chinese edition's code differs from the English edition's, so it would run the chapters a "
+              "second time and could show other numbers:\n  " + "\n  ".join(drifted) +
+              "\nRun `python tools/editions.py sync-code` to copy the English code cells into the Chinese pages.")
+        return 1
+    zh = source / "zh"
+    built = output / "_build" / "zh"
+    overrides = {
+        "external_toc_path": str(zh / "_toc.yml"),
+        "nitpicky": True,
+        "latex_individualpages": False,
+        "nb_execution_cache_path": str(output / "_build" / ".jupyter_cache"),
+    }
+    return build_sphinx(
+        zh,
+        built / "html",
+        noconfig=True,
+        path_config=str(zh / "_config.yml"),
+        confoverrides=overrides,
+        doctreedir=built / ".doctrees",
+        warningiserror=True,
+        keep_going=True,
+    )
+
+
+def build_editions(source: Path = ROOT, output: Path | None = None) -> tuple[BookBuild, BookBuild | None]:
+    """Both editions, English first; the Chinese one is skipped (None) when the English one fails."""
+    english = build_book(source, output)
+    return english, (build_chinese(source, output) if english.returncode == 0 else None)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--chinese-only"]:
+        return _run_chinese_build(Path(argv[1]).resolve(), Path(argv[2]).resolve())
+    print("Building the English edition, then the Chinese one (a few minutes on a clean checkout) ...", flush=True)
+    english, chinese = build_editions()
+    for name, build in (("English", english), ("Chinese", chinese)):
+        if build is None:
+            print(f"The {name} edition was not built: the English build failed first.")
+            continue
+        print(build.log if build.returncode else build.log[-1500:])
+        where = build.html if name == "English" else ROOT / "_build" / "html" / "zh"
+        verdict = f"built in {build.seconds:.0f} s: {where}/index.html" if build.returncode == 0 else f"FAILED (exit {build.returncode})"
+        print(f"{name} edition {verdict}")
+    return 0 if chinese is not None and chinese.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

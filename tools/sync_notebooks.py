@@ -1,7 +1,7 @@
 """Write the .ipynb twin of every text notebook, or check that they are current.
 
 The MyST Markdown file is the one source of truth; the .ipynb beside it exists
-for Colab and Binder (chapters) and for nbgrader (exercise solutions), which
+for Colab and Binder (chapters of both editions) and for nbgrader (exercise solutions), which
 open notebooks, not Markdown. Twins carry no outputs: the book build executes
 the chapters. tools/release_exercises.py calls this module for the solutions.
 
@@ -18,7 +18,7 @@ import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT_NOTEBOOKS = ("chapters/*.md", "solutions/*/*.md")
+TEXT_NOTEBOOKS = ("chapters/*.md", "zh/chapters/*.md", "solutions/*/*.md")
 
 
 def text_notebooks(root: Path = ROOT) -> list[Path]:

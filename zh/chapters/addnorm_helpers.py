@@ -1,0 +1,1 @@
+../../chapters/addnorm_helpers.py
