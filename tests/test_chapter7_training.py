@@ -413,5 +413,5 @@ def test_training_sections_have_their_labels(prose, label):
 @pytest.mark.parametrize("figure", ["ch7-watch-hist", "ch7-watch-ratio", "ch7-nonorm-train",
                                     "ch7-dyt-map", "ch7-dyt-train", "ch7-qk-logits"])
 def test_training_figures_have_a_name_and_a_one_line_alt_text(prose, figure):
-    cell = prose.split(f"    name: {figure}\n", 1)[1].split("\n---\n", 1)[0]
-    assert re.search(r"^  image:\n    alt: \S.*$", cell, re.M)
+    assert re.search(rf"^```{{glue:figure}} {figure}\n:name: {figure}\n:alt: \S.*$", prose, re.M)
+    assert f'show_figure("{figure}")' in prose

@@ -60,6 +60,13 @@ def test_chinese_sentences_use_full_width_punctuation(page):
     assert slips == []
 
 
+@pytest.mark.parametrize("page", PAGES + [editions.Path("glossary.md")], ids=str)
+def test_no_line_break_falls_between_two_chinese_characters(page):
+    """The browser shows such a break as a space in the middle of a Chinese sentence."""
+    full_width = rf"[{CJK}\u3000-\u303f\uff00-\uffef]"
+    assert re.findall(rf"{full_width}\n[ \t]*{full_width}", editions.CODE_CELL.sub("", chinese(page))) == []
+
+
 def test_every_glossary_term_has_an_english_and_a_chinese_wording():
     for term in GLOSSARY:
         assert term["en"] and re.search(rf"[{CJK}]", term["zh"]), term
