@@ -26,6 +26,8 @@ from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
+from bilingual import is_chinese  # which edition this build is: one answer for every extension
+
 LETTERS = "ABCDEFGH"  # answers are labelled A., B., ...
 
 # The words the quiz itself says, in each edition's language (the build's ``language``).
@@ -36,8 +38,7 @@ WORDS = {
 
 
 def words(translator) -> dict:
-    language = translator.builder.config.language or "en"
-    return WORDS["zh" if language.startswith("zh") else "en"]
+    return WORDS["zh" if is_chinese(translator.builder.config) else "en"]
 
 
 @dataclass(frozen=True)

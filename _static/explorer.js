@@ -95,6 +95,7 @@
       badAddress: (x, fx, n) => `The address asks for x=${x} and fx=${fx}; ` +
         `the explorer needs ${n} numbers each, so it shows its own vectors.`,
       plus: "plus", equals: "equals", then: "then",
+      gap: " ",  // between two sentences
     },
     zh: {
       region: "Add & Norm 交互演示",
@@ -133,6 +134,7 @@
       badAddress: (x, fx, n) => `地址中给出的是 x=${x} 和 fx=${fx}；` +
         `交互演示每个向量需要 ${n} 个数，因此显示它自己的向量。`,
       plus: "加", equals: "等于", then: "然后",
+      gap: "",
     },
   };
   const T = WORDS[(document.documentElement.lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en"];
@@ -349,7 +351,7 @@
       this.status.textContent = [
         this.unstable ? T.statusUnstable(k) : T.statusStable,
         this.residual ? T.statusResidual : T.statusNoResidual,
-      ].join(T === WORDS.zh ? "" : " ");
+      ].join(T.gap);
 
       c.identity.captionText.textContent = this.residual ? T.identity : T.identityCut;
       c.transformed.captionText.textContent = T.transformed(fx);

@@ -16,6 +16,7 @@ from test_browser import (  # noqa: F401 (fixtures)
     browser,
     chromium,
     opened,
+    press,
     shown,
     site,
     start_vectors,
@@ -110,10 +111,6 @@ def explorer(opened):
     page = opened(EXPLORER_PAGE).page
     page.evaluate("window.addNormExplorer.reset()")
     return page
-
-
-def press(page, name):
-    page.get_by_role("button", name=re.compile(name)).click()
 
 
 def test_the_explorer_names_its_controls_in_chinese(explorer):

@@ -25,9 +25,7 @@ def chinese(page):
 
 def prose_only(text):
     """Text a reader reads as prose: without code cells, code spans, math, roles and directive lines."""
-    text = editions.CODE_CELL.sub("", text)
-    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$|`[^`\n]*`|\{[\w:-]+\}", " ", text, flags=re.S)
-    return "\n".join(line for line in text.splitlines() if not re.match(r"\s*(```|:[\w-]+:|\(|---)", line))
+    return editions.readable(editions.CODE_CELL.sub("", text))
 
 
 # ---- the book as it is -----------------------------------------------------------------------
@@ -255,3 +253,10 @@ def test_sync_code_copies_the_english_code_and_keeps_the_chinese_prose(twins, tm
     twins(chinese=CHINESE.replace('glue("mean", 0.5)', 'glue("mean", 0.25)'))
     editions.sync_code([PAGE], root=tmp_path)
     assert (tmp_path / "zh" / PAGE).read_text() == CHINESE
+
+
+def test_drifted_code_names_the_differing_cell_which_stops_the_chinese_build(twins, tmp_path):
+    twins(chinese=CHINESE.replace('glue("mean", 0.5)', 'glue("mean", 0.25)'))
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: chapters/demo\nparts: []\n")
+    assert editions.drifted_code(tmp_path) == [
+        "chapters/demo.md: code cell 1 differs (first differing English line: 'glue(\"mean\", 0.5)')"]

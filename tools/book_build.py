@@ -86,8 +86,7 @@ def _run_chinese_build(source: Path, output: Path) -> int:
 
     import editions
 
-    found = [line for page in editions.english_pages(source) for line in editions.differences(page, {}, root=source)]
-    drifted = [line for line in found if " code cell" in line or "front matter" in line]
+    drifted = editions.drifted_code(source)
     if drifted:
         print("The Chinese edition's code differs from the English edition's, so it would run the chapters a "
               "second time and could show other numbers:\n  " + "\n  ".join(drifted) +

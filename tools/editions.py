@@ -87,18 +87,24 @@ def has_prose(segment: str) -> bool:
     return bool(re.search(r"[A-Za-z]{3,}.*[A-Za-z]{3,}", "\n".join(words)))
 
 
+def readable(text: str) -> str:
+    """The words of MyST prose a reader reads: without fence, directive-option, label and rule lines,
+    and without math, code spans, roles, link targets and addresses."""
+    lines = [line for line in text.splitlines() if not re.match(r"\s*(```|:::|:[\w-]+:|\(|---)", line)]
+    return re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|\{[\w:-]+\}|\]\([^)]*\)|https?://\S+", " ", "\n".join(lines),
+                  flags=re.S)
+
+
 def english_paragraphs(segment: str) -> list[str]:
     """Paragraphs of a Chinese segment that are still English prose (references excepted).
 
-    Code spans, math, roles, link targets and directive lines are left out first; a paragraph of
-    six or more English words with no Chinese character is untranslated, unless it cites a year
-    (an entry of a reference list, which stays in English).
+    A paragraph whose readable text holds six or more English words and no Chinese character is
+    untranslated, unless it cites a year (an entry of a reference list, which stays in English).
     """
     found = []
     segment = re.sub(r"^```(?!\{).*?^```$", "", segment, flags=re.M | re.S)  # shell commands, listings
     for paragraph in re.split(r"\n\s*\n", segment):
-        lines = [line for line in paragraph.splitlines() if not re.match(r"\s*(```|:::|:[\w-]+:|\(|---)", line)]
-        text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|\{[\w:-]+\}|\]\([^)]*\)|https?://\S+", " ", "\n".join(lines), flags=re.S)
+        text = readable(paragraph)
         words = re.findall(r"[A-Za-z]{3,}", text)
         if len(words) >= 6 and not CJK.search(text) and not re.search(r"\b(19|20)\d\d\b", text):
             found.append(" ".join(text.split())[:60])
@@ -125,15 +131,8 @@ def quiz_shapes(prose: str) -> list[tuple[int, int]]:
     return shapes
 
 
-def differences(page: Path, recorded: dict, root: Path = ROOT) -> list[str]:
-    """Everything that keeps the Chinese twin of ``page`` from matching it.
-
-    ``recorded`` holds the English segment hashes of each page's last translation (``zh/sources.json``).
-    """
-    twin = root / "zh" / page
-    if not twin.exists():
-        return [f"{page}: no Chinese page at zh/{page}"]
-    en, zh = Page.read(root / page), Page.read(twin)
+def code_differences(page: Path, en: Page, zh: Page) -> list[str]:
+    """How the front matter and code cells of the two editions of ``page`` differ: they must not."""
     found = []
     if en.front_matter != zh.front_matter:
         found.append(f"{page}: the front matter differs (it chooses the kernel, so it must not)")
@@ -143,6 +142,31 @@ def differences(page: Path, recorded: dict, root: Path = ROOT) -> list[str]:
         if a != b:
             first = next((x for x, y in zip(a.splitlines(), b.splitlines()) if x != y), a.splitlines()[-1])
             found.append(f"{page}: code cell {number} differs (first differing English line: {first!r})")
+    return found
+
+
+def drifted_code(root: Path = ROOT) -> list[str]:
+    """``code_differences`` of every page of the book under ``root`` (a missing Chinese page included)."""
+    found = []
+    for page in english_pages(root):
+        twin = root / "zh" / page
+        if not twin.exists():
+            found.append(f"{page}: no Chinese page at zh/{page}")
+        else:
+            found += code_differences(page, Page.read(root / page), Page.read(twin))
+    return found
+
+
+def differences(page: Path, recorded: dict, root: Path = ROOT) -> list[str]:
+    """Everything that keeps the Chinese twin of ``page`` from matching it.
+
+    ``recorded`` holds the English segment hashes of each page's last translation (``zh/sources.json``).
+    """
+    twin = root / "zh" / page
+    if not twin.exists():
+        return [f"{page}: no Chinese page at zh/{page}"]
+    en, zh = Page.read(root / page), Page.read(twin)
+    found = code_differences(page, en, zh)
     if LABEL.findall(en.prose) != LABEL.findall(zh.prose):
         found.append(f"{page}: the labels differ: {LABEL.findall(en.prose)} != {LABEL.findall(zh.prose)}")
     if HEADING.findall(en.prose) != HEADING.findall(zh.prose):
@@ -157,7 +181,7 @@ def differences(page: Path, recorded: dict, root: Path = ROOT) -> list[str]:
                   if not name.endswith(ZH_SUFFIX) and any(re.fullmatch(p, name) for p in patterns)}
     if any(name.endswith(ZH_SUFFIX) for name in en_glue):
         found.append(f"{page}: the English page pastes a Chinese phrase: {sorted(n for n in en_glue if n.endswith(ZH_SUFFIX))}")
-    if untranslated := sorted(zh_glue & translated):
+    if untranslated := sorted(translated):
         found.append(f"{page}: the Chinese page pastes English phrases; use {[n + ZH_SUFFIX for n in untranslated]}")
     zh_as_en = {name.removesuffix(ZH_SUFFIX) for name in zh_glue}
     if en_glue != zh_as_en:
