@@ -17,3 +17,13 @@ c.CourseDirectory.feedback_directory = "feedback"
 # Each solution notebook is generated from the MyST Markdown file beside it;
 # that file holds the solutions, so it must never be copied into a release.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
+
+# `nbgrader zip_collect <assignment>` reads the LMS's download from downloaded/<assignment>/archive/.
+# Canvas names each file <student>_<user id>_<submission id>_<uploaded name>, with LATE_ after the
+# student for a late one and -1, -2... before .ipynb for a resubmission; the student becomes the
+# nbgrader student id. Whatever the student named the file, the grader grades the one notebook in
+# submitted/<student>/<assignment>/. For another LMS, change the pattern (it is matched against the
+# file's whole path): it must name the groups student_id and file_id.
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?P<student_id>[A-Za-z0-9]+)_(?:LATE_)?[0-9]+_[0-9]+_(?P<file_id>[^/]+?)(?:-[0-9]+)?\.ipynb$"
+)

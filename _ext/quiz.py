@@ -26,7 +26,6 @@ from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
-from bilingual import is_chinese  # which edition this build is: one answer for every extension
 
 LETTERS = "ABCDEFGH"  # answers are labelled A., B., ...
 
@@ -38,6 +37,10 @@ WORDS = {
 
 
 def words(translator) -> dict:
+    # Sphinx loads the book's extensions from _ext/ as top-level modules; imported here, so that the
+    # parser above also serves tools that load this file on its own (tools/sync_notebooks.py).
+    from bilingual import is_chinese  # which edition this build is: one answer for every extension
+
     return WORDS["zh" if is_chinese(translator.builder.config) else "en"]
 
 

@@ -8,8 +8,9 @@ The stages, in the order data flows (one module each):
     report.py    results JSON (Gradescope schema), grades.csv, feedback                    (trusted)
 
 ``scoring.py`` runs a suite against a ``Submission`` (``checks.py``) and scores its parts,
-knowing nothing of transport; ``cli.py`` reads the command line; ``gradebook.py`` and
-``gradescope.py`` connect the results to nbgrader and to Gradescope; ``kernel.py`` runs the
+knowing nothing of transport; ``cli.py`` reads the command line; ``gradebook.py``,
+``gradescope.py`` and ``lms.py`` connect the results to nbgrader, to Gradescope and to a
+Canvas or Moodle gradebook (a CSV export); ``kernel.py`` runs the
 same suites inside an nbgrader kernel, the one place where both sides share a process.
 
 The trust boundary is a folder: ``sandboxed/`` is all that is bound into the sandbox and

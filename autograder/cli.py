@@ -1,12 +1,14 @@
-"""``python -m autograder``: grade a class, release held results, or package the grader for Gradescope.
+"""``python -m autograder``: grade a class, release held results, export grades, or package for Gradescope.
 
     python -m autograder grade ASSIGNMENT PATH... [--results DIR] [--jobs N] [--gradebook URL]
     python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR]
+    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
 
 Exit status 0 when every submission got a result, whatever the scores; 2 when the
-grader itself cannot run (bad arguments, unknown assignment, no notebook found, no sandbox).
-This module only reads the command line and prints; ``run`` does the grading.
+grader itself cannot run (bad arguments, unknown assignment, no notebook found, no sandbox,
+a results folder the export cannot trust). This module only reads the command line and
+prints; ``run`` does the grading, ``lms`` the export.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from autograder import gradescope, load, report, run, scoring
+from tqdm import tqdm
+
+from autograder import gradescope, lms, load, report, run, scoring
 from autograder.sandbox import Limits
 
 
@@ -45,6 +49,13 @@ def parse(argv) -> argparse.Namespace:
     release.add_argument("assignment")
     release.add_argument("students", nargs="+", metavar="STUDENT_ID")
     release.add_argument("--results", type=Path, help="where results are (default: results/ASSIGNMENT/)")
+    export = commands.add_parser("export", help="write the grades as a CSV that Canvas or Moodle imports")
+    export.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                        help="the assignments, one column each (default: every one with results)")
+    export.add_argument("--format", required=True, choices=lms.FORMATS, help="the gradebook that imports the CSV")
+    export.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.csv")
+    export.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                        help="the folder holding one results folder per assignment (default: results/)")
     package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
     package.add_argument("assignment")
     package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
@@ -57,8 +68,9 @@ def parse(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse(argv)
     try:
-        if args.assignment not in scoring.assignments():
-            raise Usage(f"unknown assignment {args.assignment!r}; known: {', '.join(scoring.assignments())}")
+        if args.command == "export":
+            return export(args)
+        known(args.assignment)
         if args.command == "release":
             return release(args)
         if args.command == "gradescope":
@@ -72,6 +84,11 @@ def main(argv=None) -> int:
     except Usage as problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+
+
+def known(assignment: str) -> None:
+    if assignment not in scoring.assignments():
+        raise Usage(f"unknown assignment {assignment!r}; known: {', '.join(scoring.assignments())}")
 
 
 def grade(args) -> int:
@@ -124,33 +141,56 @@ def release(args) -> int:
     return 0
 
 
+def export(args) -> int:
+    """Write the grades of the named assignments (or of every one with results) as a gradebook CSV."""
+    for assignment in args.assignments:
+        known(assignment)
+    if not args.results.is_dir():
+        raise Usage(f"no results folder {args.results}/: grade first (python -m autograder grade ASSIGNMENT PATH...), "
+                    "or pass --results, the folder that holds one folder per assignment")
+    assignments = args.assignments or [a for a in scoring.assignments() if (args.results / a).is_dir()]
+    if not assignments:
+        raise Usage(f"no results in {args.results}/: it has no folder named after an assignment "
+                    f"({', '.join(scoring.assignments())}); pass --results, the folder that holds them")
+    try:
+        columns, todo = lms.export(args.results, assignments, args.format, args.output)
+    except lms.BadResults as problem:
+        raise Usage(str(problem)) from None
+    students = {student for column in columns for student in column.scores}
+    missing = sum(len(students) - len(column.scores) for column in columns)
+    print(f"wrote {args.output}: {len(students)} student{'s' * (len(students) != 1)} x {len(columns)} assignment"
+          f"{'s' * (len(columns) != 1)} for {args.format.capitalize()}'s grade import"
+          + (f"; {missing} missing submission{'s' * (missing != 1)} left without a score" if missing else ""))
+    for line in todo:
+        print(line, file=sys.stderr)
+    return 0
+
+
 class Progress:
-    """A one-line progress bar on stderr (a line per 10 % when stderr is not a terminal)."""
+    """Grading progress on stderr, drawn by tqdm: its live bar on a terminal, a plain line per 10 % on a log.
+
+    tqdm redraws its bar with carriage returns, which a log file or CI's output keeps as one
+    ever longer line; when stderr is not a terminal, the same meter is printed as a line of
+    its own each time another tenth of the submissions is done, the last one at N/N.
+    """
 
     def __init__(self, total: int, quiet: bool):
-        self.total, self.done, self.quiet = total, 0, quiet
+        self.total, self.done, self.printed = total, 0, -1
         self.start = time.monotonic()
-        self.tty = sys.stderr.isatty()
-        self.last_decile = -1
+        live = not quiet and total > 0 and sys.stderr.isatty()
+        self.log = not quiet and total > 0 and not live
+        self.bar = tqdm(total=total, unit="submission", file=sys.stderr, disable=not live, dynamic_ncols=True)
 
     def advance(self) -> None:
         self.done += 1
-        if self.quiet or not self.total:
-            return
-        elapsed = time.monotonic() - self.start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate else 0.0
-        filled = int(30 * self.done / self.total)
-        line = f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}  {rate:.1f}/s  eta {eta:.0f}s"
-        if self.tty:
-            print("\r" + line, end="", file=sys.stderr, flush=True)
-        elif self.done * 10 // self.total != self.last_decile:
-            self.last_decile = self.done * 10 // self.total
-            print(line, file=sys.stderr, flush=True)
+        self.bar.update()
+        if self.log and self.done * 10 // self.total > self.printed:
+            self.printed = self.done * 10 // self.total
+            print(tqdm.format_meter(self.done, self.total, time.monotonic() - self.start, ncols=80, ascii=True,
+                                    unit="submission"), file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self.tty and not self.quiet and self.total:
-            print(file=sys.stderr)
+        self.bar.close()
 
 
 def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolation) -> None:

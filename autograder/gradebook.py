@@ -4,30 +4,54 @@ Each graded part is one grade cell (``check_<part>``); its score becomes that ce
 ``auto_score``, exactly where ``nbgrader autograde`` would put it, so ``nbgrader export``
 and the formgrader work on top. Manually graded cells (ex3's written answer) are left
 for the formgrader: a copy of the submission goes to ``autograded/<student>/<assignment>/``
-in the course folder, which is where the formgrader reads it from.
+in the course folder, which is where the formgrader and ``nbgrader generate_feedback`` read it.
+
+That copy is made for an instructor to read, so it carries nothing the student could forge:
+no outputs (the grader never ran the notebook in a kernel, so any output in it was saved by
+the student), no cell metadata but nbgrader's, and nbgrader's metadata only on the cells the
+release has, rebuilt from the gradebook (nbgrader's record of the release) as ``nbgrader
+autograde`` rebuilds it. See ``formgrader_copy``.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import re
+import tempfile
 from pathlib import Path
 
+import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.preprocessors import ClearHiddenTests
+
+# The releases are committed, so nbgrader skips them unless forced; forced, it writes a release again, byte
+# for byte (`python -m tools.release_exercises --check` keeps them current), and records it in the gradebook.
+RECORD_COMMAND = "nbgrader generate_assignment {assignment} --force"
+MAX_NOTEBOOK_BYTES = 256 * 2**20  # as the grader reads at most (load.MAX_NOTEBOOK_BYTES)
 
 
 def open_checked(url: str, assignment: str, usage_error):
-    """The gradebook at ``url`` if it knows ``assignment`` (else a usage error naming the fix)."""
+    """The gradebook at ``url`` if it knows ``assignment`` and its graded cells (else a usage error naming the fix)."""
+    fix = (f"run `{RECORD_COMMAND.format(assignment=assignment)}` in the course folder first (it records the "
+           f"assignment and its graded cells in the gradebook, and rewrites exercises/{assignment}/ exactly as "
+           "committed)")
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        raise usage_error(f"no gradebook at {url[len('sqlite:///'):]}: run `nbgrader generate_assignment "
-                          f"{assignment}` in the course folder first")
+        raise usage_error(f"no gradebook at {url[len('sqlite:///'):]}: {fix}")
     gradebook = Gradebook(url)
     try:
         gradebook.find_assignment(assignment)
     except MissingEntry:
         gradebook.close()
-        raise usage_error(f"the gradebook has no assignment {assignment}: run `nbgrader generate_assignment "
-                          f"{assignment}` in the course folder first") from None
+        raise usage_error(f"the gradebook has no assignment {assignment}: {fix}") from None
+    try:
+        graded = gradebook.find_notebook(assignment, assignment).grade_cells
+    except MissingEntry:
+        graded = []
+    if not graded:  # e.g. added with `nbgrader db assignment add`, which records no notebook
+        gradebook.close()
+        raise usage_error(f"the gradebook knows the assignment {assignment} but not its notebook's graded cells: "
+                          f"{fix}")
     return gradebook
 
 
@@ -44,7 +68,10 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
         try:
             gradebook.find_submission(assignment, student_id)
         except MissingEntry:
-            gradebook.add_submission(assignment, student_id)
+            # nbgrader builds the submission's rows through relationships before it adds them to the
+            # session; with autoflush on, SQLAlchemy 2 warns three times that it cannot flush them yet
+            with gradebook.db.no_autoflush:
+                gradebook.add_submission(assignment, student_id)
         for part, scored in data["extra_data"]["parts"].items():
             grade = gradebook.find_grade(f"check_{part}", notebook, assignment, student_id)
             grade.auto_score = float(scored["score"])
@@ -59,13 +86,150 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
 
 
 def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str) -> None:
-    """Put the submitted notebook where the formgrader looks for it, when this is a course folder."""
+    """Write the formgrader's copy of the submitted notebook, when the gradebook is a course folder's file."""
     url = str(gradebook.db.bind.url)
     if not url.startswith("sqlite:///"):
         return
     course = Path(url[len("sqlite:///"):]).resolve().parent
-    source = course / "submitted" / student_id / assignment / f"{assignment}.ipynb"
-    if source.is_file() and not source.is_symlink():
-        target = course / "autograded" / student_id / assignment
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target / source.name)
+    submitted = submitted_notebook(course / "submitted" / student_id / assignment, assignment)
+    release = read_cells(course / "exercises" / assignment / f"{assignment}.ipynb") or []
+    copy = formgrader_copy(read_cells(submitted), gradebook.find_notebook(assignment, assignment),
+                           {_text(cell.get("source")) for cell in release if cell.get("cell_type") == "markdown"})
+    target = course / "autograded" / student_id / assignment / f"{assignment}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".ipynb")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            nbformat.write(copy, file)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
+def submitted_notebook(folder: Path, assignment: str) -> Path | None:
+    """The notebook the grader graded in a student's folder: ``<assignment>.ipynb``, else the first one."""
+    notebooks = sorted(folder.glob("*.ipynb")) if folder.is_dir() and not folder.is_symlink() else []
+    preferred = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
+    return preferred[0] if preferred else None
+
+
+def read_cells(path: Path | None) -> list[dict] | None:
+    """The cells of the notebook at ``path``, outputs dropped while parsing; None if it cannot be read."""
+    if path is None or path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        return None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8", errors="replace"), object_hook=_without_outputs)
+    except (ValueError, RecursionError):
+        return None
+    if type(data) is dict and data.get("nbformat") == 3:  # the grader converts these too
+        try:
+            data = json.loads(json.dumps(nbformat.convert(nbformat.from_dict(data), 4)))
+        except Exception:
+            return None
+    cells = data.get("cells") if type(data) is dict else None
+    return [cell for cell in cells if type(cell) is dict] if type(cells) is list else None
+
+
+def _without_outputs(obj: dict) -> dict:
+    if "cell_type" in obj and "outputs" in obj:
+        obj["outputs"] = []
+    return obj
+
+
+def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset()) -> nbformat.NotebookNode:
+    """The notebook the formgrader shows for a submission's ``cells`` (None: unreadable).
+
+    ``master`` is the gradebook's ``Notebook``: its source cells are the release's cells with
+    nbgrader metadata. Every cell keeps the student's text, and only its text (no outputs, no
+    attachments, no metadata: a student's metadata can hide a cell's source from the page,
+    ``transient.remove_source``, or turn a raw cell into HTML, ``raw_mimetype``). The last cell
+    carrying a release cell's ``grade_id`` (the one the grader's last definition comes from)
+    gets that cell's nbgrader metadata rebuilt from the gradebook, so points, type and locking
+    are the release's whatever the student wrote; a locked cell also gets its released source
+    back. Any other nbgrader metadata is dropped: a self-made grade cell, an earlier duplicate
+    of a real one. A graded or answer cell the submission lacks is added at the end, after a
+    note saying so, so that it can still be graded.
+
+    The formgrader renders Markdown without sanitizing it, on the instructor's own Jupyter
+    server: a student's ``<img onerror=...>`` would run there. So a Markdown cell that is not
+    one of the release's (``release_markdown``) and holds raw HTML, an entity or a link is
+    shown as text (``_shown_as_text``).
+    """
+    released = {cell.name: cell for cell in master.source_cells}
+    points = {cell.name: cell.max_score for cell in master.grade_cells}
+    answers = {cell.name for cell in master.solution_cells}
+    tasks = {cell.name for cell in master.task_cells}
+    cells = cells or []
+    last = {_grade_id(cell): index for index, cell in enumerate(cells) if _grade_id(cell) in released}
+    copied = []
+    if not cells:
+        copied.append(nbformat.v4.new_markdown_cell(
+            "*The submitted notebook could not be read, or has no cells: the grader's feedback says why.*"))
+    for index, cell in enumerate(cells):
+        grade_id = _grade_id(cell)
+        if last.get(grade_id) == index:
+            copied.append(_restored(cell, released[grade_id], points, answers, tasks))
+        elif cell.get("cell_type") in ("code", "markdown", "raw"):
+            copied.append(_new_cell(cell["cell_type"], _text(cell.get("source"))))
+    for name, source in released.items():
+        if name not in last and (name in points or name in answers or name in tasks):
+            copied.append(nbformat.v4.new_markdown_cell(
+                f"*The cell `{name}` was missing from the submission: the released cell follows, so that it can "
+                "be graded.*"))
+            copied.append(_restored({"source": source.source}, source, points, answers, tasks))
+    trusted = set(release_markdown) | {cell.source for cell in master.source_cells}
+    for cell in copied:
+        if cell.cell_type == "markdown" and cell.source not in trusted and UNSAFE_MARKDOWN.search(cell.source):
+            cell.source = _shown_as_text(cell.source)
+    kernelspec = json.loads(master.kernelspec) if master.kernelspec else {}
+    notebook = nbformat.v4.new_notebook(cells=copied, metadata={"kernelspec": kernelspec} if kernelspec else {})
+    nbformat.validate(notebook)
+    return notebook
+
+
+# Raw HTML (and autolinks), character references, inline links and images, link reference
+# definitions, and MathJax's \href: what lets Markdown put markup or a URL on the page.
+UNSAFE_MARKDOWN = re.compile(r"<|&|\](?:\(|:)|\\href", re.IGNORECASE)
+
+
+def _shown_as_text(text: str) -> str:
+    """``text`` in a fenced code block no line of it can close (CommonMark): rendered as plain text."""
+    fence = "~" * max(3, 1 + max((len(run) for run in re.findall(r"~+", text)), default=0))
+    return (f"*Shown as text: this Markdown cell holds HTML, a link or an entity.*\n\n"
+            f"{fence}\n{text}\n{fence}")
+
+
+def _restored(cell: dict, source, points: dict, answers: set, tasks: set) -> nbformat.NotebookNode:
+    """``cell`` as the release has it: its type and nbgrader metadata, and, when locked, its source."""
+    name = source.name
+    meta = {"grade": name in points, "grade_id": name, "locked": bool(source.locked), "schema_version": 3,
+            "solution": name in answers, "task": name in tasks, "cell_type": source.cell_type}
+    if name in points:
+        meta["points"] = float(points[name])
+    restored = _new_cell(source.cell_type, source.source if source.locked else _text(cell.get("source")))
+    restored.metadata["nbgrader"] = meta
+    if source.locked:  # the gradebook keeps the hidden tests; show the cell as the student saw it
+        ClearHiddenTests().preprocess_cell(restored, {}, 0)
+    return restored
+
+
+def _new_cell(cell_type: str, text: str) -> nbformat.NotebookNode:
+    make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
+            "raw": nbformat.v4.new_raw_cell}[cell_type]
+    return make(text)
+
+
+def _grade_id(cell: dict) -> str | None:
+    meta = cell.get("metadata")
+    nbgrader = meta.get("nbgrader") if type(meta) is dict else None
+    grade_id = nbgrader.get("grade_id") if type(nbgrader) is dict else None
+    return grade_id if type(grade_id) is str else None
+
+
+def _text(source) -> str:
+    if type(source) is str:
+        return source
+    if type(source) is list and all(type(line) is str for line in source):
+        return "".join(source)
+    return ""

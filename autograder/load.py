@@ -2,7 +2,8 @@
 
 Nothing here executes student code: a notebook is parsed as JSON (with nbformat's
 upgrade of old versions), its outputs and attachments are dropped (they are never
-graded), its code cells are kept in order as the Python IPython would run (``scan.
+graded), its structure is checked with nbformat's own validator (a cell that breaks
+the format is skipped and named), its code cells are kept in order as the Python IPython would run (``scan.
 python_source``), and the cells the course owns (grade cells holding hidden tests,
 locked self-checks, known by their nbgrader ``grade_id``) are left out. Every problem
 (not JSON, not a notebook, too big to read, a symlink, non-UTF-8 bytes, deleted or
@@ -28,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 MAX_NOTEBOOK_BYTES = 256 * 2**20  # what the grader reads at all, outputs included: a bound on its memory
 MAX_CODE_CHARS = 2 * 2**20  # code run and scanned per notebook
 MAX_FINDINGS = 50  # of each kind per submission
+MAX_CELLS = 10_000  # a course notebook has about 30; checking each against the format costs time
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 
 
@@ -179,8 +181,51 @@ def read(assignment: str, entry: Entry) -> Entry:
             return invalid(entry, "the notebook uses the old format 3 and could not be converted")
     elif major != 4:
         return invalid(entry, f"unsupported notebook format {major!r}: save it with a current Jupyter")
-    cells(assignment, entry, data.get("cells", []))
+    raw_cells = data.get("cells", [])
+    if len(raw_cells) > MAX_CELLS:
+        return invalid(entry, f"the notebook has {len(raw_cells):,} cells; the grader reads notebooks of at most "
+                              f"{MAX_CELLS:,}. Submit the exercise notebook itself")
+    for index, message in format_problems(data):
+        if index is None:
+            entry.problems.append(f"the notebook does not follow Jupyter's notebook format ({message}); "
+                                  "its cells were read anyway")
+        else:
+            raw_cells[index] = None  # cells() passes over it
+            entry.problems.append(f"cell {index + 1} does not follow Jupyter's notebook format ({message}) and was "
+                                  "skipped: open the notebook in Jupyter, re-type the cell, save and submit again")
+    cells(assignment, entry, raw_cells)
     return entry
+
+
+def format_problems(data: dict) -> list[tuple[int | None, str]]:
+    """What nbformat's own validator finds: (cell index, or None for the notebook, message), one per cell.
+
+    A missing cell id is no problem (Jupyter adds one when it opens the notebook); outputs are gone already.
+    """
+    import nbformat.validator  # imported here: only grading processes that read notebooks pay for it
+
+    found: dict[int | None, str] = {}
+    try:
+        for error in nbformat.validator.iter_validate(data, version=4):
+            if error.message == "'id' is a required property":
+                continue
+            path = list(error.absolute_path)
+            index = path[1] if len(path) > 1 and path[0] == "cells" and type(path[1]) is int else None
+            found.setdefault(index, described(error, path[2:] if index is not None else path))
+    except RecursionError:
+        found[None] = "it is nested too deeply to check"
+    return sorted(found.items(), key=lambda item: -1 if item[0] is None else item[0])
+
+
+def described(error, where: list) -> str:
+    """nbformat's finding in a few words, without echoing what the student wrote at length."""
+    place = "/".join(map(str, where))
+    if error.validator in ("oneOf", "anyOf"):
+        return f"{place} has the wrong type" if place else "it is not a code, Markdown or raw cell as the format defines them"
+    if error.validator == "type":
+        expected = error.validator_value if type(error.validator_value) is str else " or ".join(error.validator_value)
+        return f"{place or 'the cell'} should be of type {expected}, not {type(error.instance).__name__}"
+    return f"{place + ': ' if place else ''}{error.message[:160]}"
 
 
 def without_outputs(obj: dict) -> dict:

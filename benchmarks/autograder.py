@@ -1,6 +1,6 @@
 """Grade one class of ex2_layernorm twice: with this grader and with `nbgrader autograde`.
 
-    .venv/bin/python benchmarks/autograder.py [--students 200] [--jobs 2]
+    .venv/bin/python -m benchmarks.autograder [--students 200] [--jobs 2]
 
 The class mixes correct, buggy (the catalogue of wrong implementations), malformed and
 blank submissions. nbgrader runs the same hidden suite inside each student's kernel
@@ -20,13 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tools"), str(Path(__file__).parent)]
+from benchmarks.report import report
+from tests.catalogue import catalogue
+from tests.grading import blank, reference, with_cell
+from tools.release_exercises import run_nbgrader
 
-from catalogue import catalogue  # noqa: E402
-from grading import blank, reference, with_cell  # noqa: E402
-from release_exercises import run_nbgrader  # noqa: E402
-from report import report  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 ASSIGNMENT = "ex2_layernorm"
 SPEEDUP_TARGET = 20.0

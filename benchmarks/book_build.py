@@ -1,6 +1,6 @@
 """Time clean builds of both editions, rebuilds with nothing changed, and each chapter's execution.
 
-    .venv/bin/python benchmarks/book_build.py
+    .venv/bin/python -m benchmarks.book_build
 
 The Chinese edition is built after the English one from its execution cache, so it executes
 nothing; its time is Sphinx reading and writing eight pages. Targets on the 2-core course machine:
@@ -13,9 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from book_build import ROOT, build_editions  # noqa: E402
-from report import report  # noqa: E402
+from benchmarks.report import report
+from tools.book_build import ROOT, build_editions
 
 TARGETS = {"clean build": 300.0, "Chinese edition": 60.0, "no-change rebuild": 40.0, "chapter execution": 60.0}
 

@@ -1,6 +1,6 @@
 """Time each solution notebook run top to bottom, and the regeneration of every release.
 
-    .venv/bin/python benchmarks/exercises.py
+    .venv/bin/python -m benchmarks.exercises
 
 Target on the 2-core course machine: each solution notebook executes in under
 30 s, kernel start included. Prints a table, writes
@@ -15,9 +15,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from release_exercises import ROOT, assignments, regenerated_copy  # noqa: E402
-from report import report  # noqa: E402
+from benchmarks.report import report
+from tools.release_exercises import ROOT, assignments, regenerated_copy
 
 SOLUTION_TARGET = 30.0
 

@@ -1,9 +1,17 @@
-"""Shared fixtures: the repository, and one strict build of the book per test session."""
+"""Shared fixtures: the repository, one strict build of the book per test session, and the system tools
+some tests need (Chromium, bubblewrap).
+
+A missing system tool skips only the tests that need it, with a one-line reason, except in CI
+(``CI`` set to anything but ``false``/``0``), where nothing may be skipped and a missing tool fails them.
+Tests that use the build, a browser or nbgrader are marked ``slow`` here, so ``pytest -m "not slow"`` is the
+fast subset; each module can also mark itself.
+"""
 
 import json
+import os
 import re
 import shutil
-import sys
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -11,14 +19,71 @@ import pytest
 import torch
 import yaml
 
+from quiz import Quiz, parse_quiz  # _ext/ is on pytest's pythonpath (pyproject.toml)
+from tools.book_build import BookBuild, build_editions
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-sys.path.insert(0, str(REPO / "_ext"))
-sys.path.insert(0, str(REPO / "chapters"))
-from book_build import BookBuild, build_editions  # noqa: E402
-from quiz import Quiz, parse_quiz  # noqa: E402
 
 QUIZ_BLOCK = re.compile(r"^:::\{quiz\}\n(.*?)^:::$", re.M | re.S)
+
+# A test that uses one of these fixtures, directly or through another fixture, gets these markers.
+FIXTURE_MARKERS = {
+    "editions": ("slow", "build"),  # the session's build of both editions
+    "failing_book_build": ("slow", "build"),  # a small book whose chapter raises (test_book_build.py)
+    "chromium": ("slow", "browser"),
+    "executed_solutions": ("slow",),  # every solution notebook run in a kernel (test_exercises.py)
+    "executed_releases": ("slow",),
+    "bubblewrap": ("sandbox",),
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, markers in FIXTURE_MARKERS.items():
+            if fixture in item.fixturenames:
+                for marker in markers:
+                    item.add_marker(marker)
+        if any(item.get_closest_marker(name) for name in ("build", "browser", "nbgrader")):
+            item.add_marker("slow")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_tool(what: str, install: str) -> None:
+    """Skip the test that needs ``what`` (fail it in CI), saying in one line how to install it."""
+    reason = f"{what}: install with `sudo bash tools/install_system_packages.sh` ({install})"
+    if in_ci():
+        pytest.fail(f"{reason}; CI skips nothing", pytrace=False)
+    pytest.skip(reason)
+
+
+def say(config, line: str) -> None:
+    """Print a progress line between test results, for the steps that take minutes."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of Debian's Chromium (the browser tests never download one)."""
+    path = shutil.which("chromium")
+    if path is None:
+        missing_tool("Chromium is not installed", "Debian's chromium package")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bubblewrap() -> None:
+    """bubblewrap, able to create namespaces here: the autograder's sandbox."""
+    from autograder.sandbox import bwrap_available
+
+    if not bwrap_available():
+        found = shutil.which("bwrap")
+        missing_tool("bubblewrap cannot create namespaces here" if found else "bubblewrap is not installed",
+                     "Debian's bubblewrap package; in a container, allow user namespaces")
 
 
 def quizzes_in(source: Path) -> list[Quiz]:
@@ -60,13 +125,16 @@ def repository() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def editions(tmp_path_factory) -> tuple[BookBuild, BookBuild]:
+def editions(tmp_path_factory, request) -> tuple[BookBuild, BookBuild]:
     """Both editions, built strictly from a clean state (fresh output folder and cache), English first.
 
     The Chinese site is copied into the English one's ``zh/`` folder, so the site under test is the
     site readers get, both editions side by side.
     """
+    say(request.config, "\n[build] building both editions of the book strictly from a clean state (about 3 min on 2 cores)")
+    start = time.monotonic()
     english, chinese = build_editions(REPO, tmp_path_factory.mktemp("book"))
+    say(request.config, f"[build] done in {time.monotonic() - start:.0f} s")
     if english.returncode != 0:
         pytest.fail(f"the book build failed (exit {english.returncode}):\n{english.log[-6000:]}")
     if chinese.returncode != 0:

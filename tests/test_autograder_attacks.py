@@ -22,11 +22,13 @@ import json
 
 import pytest
 
-from grading import (REPO, max_scores, measured_scores, part_scores, reference, results_of, run_grader, with_cell,
+from tests.grading import (REPO, max_scores, measured_scores, part_scores, reference, results_of, run_grader, with_cell,
                      with_cells, write_class)
-from mistakes import EX6_DYT
+from tests.mistakes import EX6_DYT
 
 ASSIGNMENT = "ex2_layernorm"
+
+pytestmark = pytest.mark.slow  # every section grades a class of attacks in the sandbox
 # Imports a module by a name the source scan cannot read.
 HIDE = "load = __builtins__['__imp' + 'ort__'] if type(__builtins__) is dict else __builtins__.__dict__['__imp' + 'ort__']\n"
 
@@ -847,7 +849,8 @@ def layer_norm(x, weight, bias, eps=1e-5):
 
 
 @pytest.fixture(scope="module")
-def sandbox_graded(tmp_path_factory):
+def sandbox_graded(tmp_path_factory, bubblewrap):
+    """The sandbox attacks graded in bubblewrap's namespaces (what they are written against)."""
     folder = tmp_path_factory.mktemp("attacks")
     notebooks = {"honest": reference(ASSIGNMENT), "baseline": with_cell(ASSIGNMENT, "layer_norm", SANDBOX_BASELINE)}
     notebooks |= {name: with_cell(ASSIGNMENT, "layer_norm", source) for name, (source, _) in SANDBOX_ATTACKS.items()}

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from autograder import load
-from grading import REPO, max_scores, part_scores, reference, results_of, run_grader, with_cell, write_class
+from tests.grading import REPO, max_scores, part_scores, reference, results_of, run_grader, with_cell, write_class
 
 ASSIGNMENT = "ex2_layernorm"
 
@@ -104,18 +104,21 @@ def graded(tmp_path_factory):
     return done, results_of(folder / "results")
 
 
+@pytest.mark.slow
 def test_every_bad_input_gets_a_result_and_the_run_exits_0(graded):
     done, results = graded
     assert done.returncode == 0, done.stderr
     assert set(results) == set(CASES) | {"a-symlink", "too-large"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_gets_the_expected_status(graded, case):
     _, results = graded
     assert results[case]["extra_data"]["status"] == CASES[case][1], results[case]["extra_data"]["problems"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", STILL_GRADED)
 def test_parts_that_can_still_be_graded_get_their_points(graded, case):
     _, results = graded
@@ -130,11 +133,13 @@ def test_parts_that_can_still_be_graded_get_their_points(graded, case):
     ("duplicated-answer-cell", "appears 2 times"), ("syntax-error", "SyntaxError"),
     ("a-symlink", "symbolic link"), ("too-large", "too big to read"), ("empty-file", "empty"),
 ])
+@pytest.mark.slow
 def test_problem_is_explained_in_the_result(graded, case, words):
     _, results = graded
     assert any(words in problem for problem in results[case]["extra_data"]["problems"])
 
 
+@pytest.mark.slow
 def test_missing_function_is_reported_as_missing_not_as_a_crash(graded):
     _, results = graded
     task1 = [t for t in results["missing-function"]["tests"] if t["name"].startswith("Task 1")]
@@ -182,6 +187,59 @@ def test_graded_cell_that_lost_its_metadata_is_skipped_not_flagged(tmp_path):
     notebook["cells"][index]["metadata"] = {}
     entry = loaded(tmp_path, notebook)
     assert (entry.findings, str(index + 1) in [c.label for c in entry.cells]) == ([], False)
+
+
+def test_reference_solution_follows_the_notebook_format(tmp_path):
+    assert [p for p in loaded(tmp_path, reference(ASSIGNMENT)).problems if "notebook format" in p] == []
+
+
+def test_cells_without_ids_are_no_problem_as_jupyter_adds_them(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    for cell in notebook["cells"]:
+        del cell["id"]
+    entry = loaded(tmp_path, notebook)
+    assert (entry.problems, len(entry.cells)) == ([], len(loaded(tmp_path, reference(ASSIGNMENT)).cells))
+
+
+@pytest.mark.parametrize("breakage, words", [
+    (lambda cell: cell.update(source=[1, 2]), "source has the wrong type"),
+    (lambda cell: cell.pop("source"), "'source' is a required property"),
+    (lambda cell: cell.update(cell_type="python"), "not a code, Markdown or raw cell"),
+    (lambda cell: cell.update(execution_count="three"), "execution_count"),
+])
+def test_cell_that_breaks_the_notebook_format_is_skipped_and_named(tmp_path, breakage, words):
+    notebook = reference(ASSIGNMENT)
+    index = cell_index(notebook, "layer_norm")
+    breakage(notebook["cells"][index])
+    entry = loaded(tmp_path, notebook)
+    problem = next(p for p in entry.problems if "notebook format" in p)
+    assert (problem.startswith(f"cell {index + 1} does not follow"), words in problem) == (True, True)
+    assert str(index + 1) not in [c.label for c in entry.cells]
+
+
+def test_a_cell_that_is_not_an_object_is_skipped_and_the_rest_is_read(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    notebook["cells"].insert(0, "print('hello')")
+    entry = loaded(tmp_path, notebook)
+    assert any(p.startswith("cell 1 does not follow Jupyter's notebook format") for p in entry.problems)
+    assert len(entry.cells) == len(loaded(tmp_path, reference(ASSIGNMENT)).cells)
+
+
+def test_notebook_level_format_problem_is_noted_and_every_cell_still_read(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    del notebook["metadata"]
+    entry = loaded(tmp_path, notebook)
+    assert entry.problems == ["the notebook does not follow Jupyter's notebook format ('metadata' is a required "
+                              "property); its cells were read anyway"]
+    assert len(entry.cells) == len(loaded(tmp_path, reference(ASSIGNMENT)).cells)
+
+
+def test_notebook_with_more_cells_than_the_grader_reads_is_refused_with_the_count(tmp_path):
+    notebook = reference(ASSIGNMENT)
+    notebook["cells"] += [{"cell_type": "raw", "metadata": {}, "source": ""}] * load.MAX_CELLS
+    entry = loaded(tmp_path, notebook)
+    assert entry.readable is False
+    assert entry.problems[0].startswith(f"the notebook has {len(notebook['cells']):,} cells")
 
 
 @pytest.fixture
@@ -270,6 +328,7 @@ def small_class(tmp_path):
                                            for i in range(8)})
 
 
+@pytest.mark.slow
 def test_rerun_skips_unchanged_submissions_and_regrades_changed_ones(small_class, tmp_path):
     results = tmp_path / "results"
     run_grader("grade", ASSIGNMENT, small_class, "--results", results)
@@ -282,6 +341,7 @@ def test_rerun_skips_unchanged_submissions_and_regrades_changed_ones(small_class
     assert results_of(results)["s00"]["score"] == sum(max_scores(ASSIGNMENT).values())
 
 
+@pytest.mark.slow
 def test_kill_9_mid_run_loses_nothing_already_graded(small_class, tmp_path):
     results = tmp_path / "results"
     grader = subprocess.Popen([sys.executable, "-m", "autograder", "grade", ASSIGNMENT, str(small_class),
@@ -304,17 +364,20 @@ def test_kill_9_mid_run_loses_nothing_already_graded(small_class, tmp_path):
 # --- the command line ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unknown_assignment_exits_2_and_names_the_known_ones(tmp_path):
     done = run_grader("grade", "ex9_nothing", tmp_path)
     assert done.returncode == 2
     assert "unknown assignment 'ex9_nothing'" in done.stderr and "ex2_layernorm" in done.stderr
 
 
+@pytest.mark.slow
 def test_missing_path_exits_2(tmp_path):
     done = run_grader("grade", ASSIGNMENT, tmp_path / "nowhere")
     assert done.returncode == 2 and "no such file or folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_grading_a_course_folder_writes_default_results_and_grades_csv(tmp_path):
     for student, notebook in (("alice", reference(ASSIGNMENT)), ("bob", {"cells": "broken"})):
         folder = tmp_path / "submitted" / student / ASSIGNMENT
@@ -327,6 +390,7 @@ def test_grading_a_course_folder_writes_default_results_and_grades_csv(tmp_path)
     assert "graded 2 submissions" in done.stdout and "mean 5.00" in done.stdout
 
 
+@pytest.mark.slow
 def test_feedback_lists_every_test_and_shows_no_suite_source(tmp_path):
     wrong = with_cell(ASSIGNMENT, "layer_norm", "def layer_norm(x, weight, bias, eps=1e-5):\n    return x * weight\n")
     write_class(tmp_path / "class", {"learner": wrong})

@@ -31,8 +31,9 @@ ALLOWED = {
     "autograder.gradebook": set(),
     "autograder.gradescope": {"autograder.load", "autograder.report", "autograder.run", "autograder.scoring",
                               "autograder.sandbox"},
-    "autograder.cli": {"autograder.gradescope", "autograder.gradebook", "autograder.load", "autograder.report",
-                       "autograder.run", "autograder.scoring", "autograder.sandbox"},
+    "autograder.cli": {"autograder.gradescope", "autograder.gradebook", "autograder.lms", "autograder.load",
+                       "autograder.report", "autograder.run", "autograder.scoring", "autograder.sandbox"},
+    "autograder.lms": {"autograder.report"},
     "autograder.__main__": {"autograder.cli"},
     "autograder": set(),
 }

@@ -4,8 +4,8 @@ import json
 import textwrap
 
 import pytest
-from book_build import build_book
-from conftest import make_mini_book
+from tools.book_build import build_book
+from tests.conftest import make_mini_book
 
 
 def test_strict_build_has_zero_warnings(book):
@@ -53,6 +53,8 @@ def test_every_chapter_is_rendered_to_html(book, toc_chapters):
         assert (book.html / f"{chapter}.html").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.build
 def test_a_script_from_a_cdn_fails_the_build(tmp_path):
     source = make_mini_book(tmp_path / "src", html_js_files=["https://cdn.example.org/widget.js"])
     result = build_book(source, tmp_path / "out")

@@ -8,7 +8,6 @@ and recorded. Screenshots go to tests/artifacts/.
 import functools
 import math
 import re
-import shutil
 import threading
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -17,12 +16,12 @@ from urllib.parse import urlsplit
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REPO, quizzes_in
+from tests.conftest import REPO, quizzes_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Page, sync_playwright
 
-from addnorm_helpers import add_and_norm_stages  # chapters/ is on sys.path (see conftest.py)
+from addnorm_helpers import add_and_norm_stages  # chapters/ is on pytest's pythonpath (pyproject.toml)
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,16 +36,6 @@ BARS, STATS = 0.005, 0.0005  # half a unit of the last digit shown: bars show 2 
 
 
 # ---- the browser and the site ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def chromium():
-    """Path of Debian's Chromium; fails (never skips) when it is missing."""
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("Chromium is not installed. Run `tools/install_system_packages.sh` as root: it installs "
-                    "Debian's chromium package. The browser tests never download a browser.")
-    return path
 
 
 class QuietHandler(SimpleHTTPRequestHandler):

@@ -8,13 +8,12 @@ tests/artifacts/zh-desktop-<page>.png; the phone-width ones are taken by test_ph
 import re
 
 import pytest
-from conftest import REPO, quizzes_in
-from test_browser import (  # noqa: F401 (fixtures)
+from tests.conftest import REPO, quizzes_in
+from tests.test_browser import (  # noqa: F401 (fixtures)
     ARTIFACTS,
     BARS,
     STATS,
     browser,
-    chromium,
     opened,
     press,
     shown,
@@ -25,7 +24,7 @@ from test_browser import (  # noqa: F401 (fixtures)
     visit,
 )
 
-from addnorm_helpers import add_and_norm_stages  # chapters/ is on sys.path (see conftest.py)
+from addnorm_helpers import add_and_norm_stages  # chapters/ is on pytest's pythonpath (pyproject.toml)
 
 CHAPTERS = sorted((REPO / "zh" / "chapters").glob("[0-9][0-9]_*.md"))
 PAGES = ["zh/intro.html", "zh/glossary.html"] + [f"zh/chapters/{path.stem}.html" for path in CHAPTERS]

@@ -132,6 +132,17 @@ def test_every_local_link_resolves_to_a_built_file(pages):
     assert broken == []
 
 
+def test_every_page_of_both_editions_names_a_favicon_that_is_built(pages, book):
+    """Without one, a browser's first visit asks for /favicon.ico and logs a 404."""
+    assert book.html / "zh" / "index.html" in pages  # both editions are in the site under test
+    missing = []
+    for path, page in pages.items():
+        icon = page.find("link", rel="icon")
+        if icon is None or not (path.parent / icon["href"]).resolve().is_file():
+            missing.append(str(path.relative_to(book.html)))
+    assert missing == []
+
+
 def test_no_page_loads_a_script_or_stylesheet_from_the_network(pages):
     external = []
     for path, page in pages.items():

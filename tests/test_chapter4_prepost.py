@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import REPO
+from tests.conftest import REPO
 
 STEM = "04_pre_norm_vs_post_norm"
 CHAPTER = REPO / "chapters" / f"{STEM}.md"

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import REPO
+from tests.conftest import REPO
 
 STEM = "07_beyond_the_norm_layer"
 CHAPTER = REPO / "chapters" / f"{STEM}.md"

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 import yaml
 from bs4 import BeautifulSoup
-from conftest import REPO
-from test_built_site import repo_path_of_launch_link
+from tests.conftest import REPO
+from tests.test_built_site import repo_path_of_launch_link
 
-import editions  # tools/ is on sys.path (see conftest.py)
+from tools import editions
 
 BOOK_PAGES = [page.with_suffix(".html") for page in editions.english_pages()]
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -11,7 +11,7 @@ import unicodedata
 import jupytext
 import pytest
 import yaml
-from conftest import REPO
+from tests.conftest import REPO
 
 MAX_CHARS = 88
 # A URL cannot be wrapped, and the Colab cell must hold the helpers' address verbatim

@@ -10,9 +10,9 @@ import re
 
 import pytest
 import yaml
-from conftest import REPO
+from tests.conftest import REPO
 
-import editions  # tools/ is on sys.path (see conftest.py)
+from tools import editions
 
 PAGES = editions.english_pages()
 GLOSSARY = yaml.safe_load((REPO / "zh" / "glossary.yml").read_text(encoding="utf-8"))["terms"]

@@ -8,7 +8,7 @@ task's self-check, which must fail with a message naming the mistake.
 import nbformat
 import pytest
 
-from mistakes import MISTAKES
+from tests.mistakes import MISTAKES
 
 
 def code_cells(repo, assignment):

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from release_exercises import assignments, run_nbgrader, stale_files
+from tools.release_exercises import assignments, run_nbgrader, stale_files
 
 # The graded names and signatures fixed by the exercise contract.
 CONTRACT = {
@@ -112,10 +112,14 @@ def test_each_assignment_folder_holds_its_source_and_one_generated_notebook(repo
     assert files == [f"{name}.ipynb", f"{name}.md"]
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_committed_solutions_and_releases_are_what_the_release_command_writes(repo):
-    assert stale_files(repo) == [], "run: python tools/release_exercises.py"
+    assert stale_files(repo) == [], "run: python -m tools.release_exercises"
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_release_check_reports_a_hand_edited_release(repo, tmp_path):
     for folder in ("solutions", "exercises"):
         shutil.copytree(repo / folder, tmp_path / folder)
@@ -155,12 +159,16 @@ def test_every_self_check_passes_on_the_solution(executed_solutions, name):
         assert stdout_of(cell).strip() == "ok", nbgrader_meta(cell)["grade_id"]
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_nbgrader_validate_passes_on_the_solution(repo, name):
     result = run_nbgrader(["validate", str(solution_path(repo, name))], repo)
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_nbgrader_autograde_gives_the_solution_its_automatic_points_and_the_blank_release_none(repo, tmp_path):
     shutil.copy(repo / "nbgrader_config.py", tmp_path)
     shutil.copytree(repo / "solutions" / "ex3_batchnorm", tmp_path / "solutions" / "ex3_batchnorm")

@@ -5,19 +5,17 @@ The HTML version, in a real browser, is tested in test_browser.py against the sa
 
 import json
 import re
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
+import addnorm_helpers  # chapters/ is on pytest's pythonpath (pyproject.toml)
+from addnorm_helpers import PALETTE, AddNormWidget, add_and_norm_stages, explorer_html, random_token
 from bs4 import BeautifulSoup
-from conftest import REPO
+from tests.conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(REPO / "chapters"))
-import addnorm_helpers  # noqa: E402
-from addnorm_helpers import PALETTE, AddNormWidget, add_and_norm_stages, explorer_html, random_token  # noqa: E402
 
 X = [1.0, 2.0, 3.0, 4.0, 5.0]
 FX = [0.5, -1.0, 0.25, 2.0, -0.75]

@@ -13,7 +13,7 @@ import re
 import pytest
 import yaml
 from bs4 import BeautifulSoup
-from conftest import REPO
+from tests.conftest import REPO
 
 FIGURE_BLOCK = re.compile(r"^```\{(?:glue:)?figure\}[^\n]*\n(.*?)^```$", re.M | re.S)
 OPTION = re.compile(r"^:[a-z_-]+:( .*)?$")

@@ -3,11 +3,9 @@
 import sys
 
 import pytest
+import addnorm_helpers  # chapters/ is on pytest's pythonpath (pyproject.toml)
 import torch
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "chapters"))
-import addnorm_helpers  # noqa: E402
+from tests.conftest import REPO
 
 
 def test_seed_everything_makes_torch_draws_repeat(capsys):

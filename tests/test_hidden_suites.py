@@ -9,9 +9,11 @@ built-in by a computed name is held for review, with the scores its tests measur
 
 import pytest
 
-from catalogue import ASSIGNMENTS, catalogue, variants
-from grading import (blank, max_scores, measured_scores, part_scores, reference, results_of, run_grader, with_cell,
+from tests.catalogue import ASSIGNMENTS, catalogue, variants
+from tests.grading import (blank, max_scores, measured_scores, part_scores, reference, results_of, run_grader, with_cell,
                      write_class)
+
+pytestmark = pytest.mark.slow  # grades the catalogue of every assignment in the sandbox
 
 WRONG = catalogue()
 RIGHT = variants()
@@ -51,7 +53,7 @@ def test_reference_solution_scores_full_marks(graded, assignment):
 def test_suite_points_equal_the_notebooks_graded_cells(assignment):
     import nbformat
 
-    from grading import REPO
+    from tests.grading import REPO
 
     notebook = nbformat.read(REPO / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
     cells = {c.metadata["nbgrader"]["grade_id"][len("check_"):]: c.metadata["nbgrader"]["points"]

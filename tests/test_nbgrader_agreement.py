@@ -19,9 +19,11 @@ import sys
 import pytest
 from nbgrader.api import Gradebook
 
-from catalogue import ASSIGNMENTS, catalogue
-from grading import REPO, blank, measured_scores, reference, results_of, run_grader, with_cells
-from release_exercises import run_nbgrader
+from tests.catalogue import ASSIGNMENTS, catalogue
+from tests.grading import REPO, blank, measured_scores, reference, results_of, run_grader, with_cells
+from tools.release_exercises import run_nbgrader
+
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 
 
 def nbgrader_env():

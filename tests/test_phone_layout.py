@@ -9,8 +9,8 @@ import functools
 
 import pytest
 import yaml
-from conftest import REPO
-from test_browser import ARTIFACTS, browser, chromium, site  # noqa: F401 (fixtures)
+from tests.conftest import REPO
+from tests.test_browser import ARTIFACTS, browser, site  # noqa: F401 (fixtures)
 
 PHONE = 390  # CSS pixels
 # Smallest rendered width of a figure, as a fraction of its natural width. The plots' text is

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 from bs4 import BeautifulSoup
-from book_build import build_book
-from conftest import REPO, make_mini_book, quizzes_in
+from tools.book_build import build_book
+from tests.conftest import REPO, make_mini_book, quizzes_in
 from quiz import parse_quiz
 
 CHAPTERS = sorted((REPO / "chapters").glob("[0-9][0-9]_*.md"))
@@ -119,6 +119,8 @@ def test_parse_quiz_keeps_the_order_and_the_text_of_the_answers():
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.build
 def test_a_malformed_quiz_fails_the_strict_build(tmp_path):
     source = make_mini_book(tmp_path / "src", chapters=["chapters/quiz"])
     (source / "chapters" / "quiz.md").write_text(textwrap.dedent("""\

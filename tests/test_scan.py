@@ -13,8 +13,8 @@ import pytest
 
 from autograder import scan as scan_module
 from autograder.scan import python_source, scan
-from catalogue import ASSIGNMENTS, variants
-from grading import REPO
+from tests.catalogue import ASSIGNMENTS, variants
+from tests.grading import REPO
 
 
 def kinds(cell: str) -> set[str]:

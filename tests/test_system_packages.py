@@ -8,14 +8,14 @@ whether the font package is installed.
 import subprocess
 
 import pytest
-from conftest import REPO
+from tests.conftest import REPO
 
 SCRIPT = REPO / "tools" / "install_system_packages.sh"
 
 
 @pytest.fixture
 def fake_system(tmp_path):
-    """make(installed=(), uid=0) -> run(): the script's result and the apt-get calls it made."""
+    """make(installed=(), uid=0, sudo=False, env=None) -> run(): the script's result and the apt-get calls it made."""
     bin_dir, log = tmp_path / "bin", tmp_path / "apt-get.log"
     bin_dir.mkdir()
 
@@ -24,9 +24,11 @@ def fake_system(tmp_path):
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
 
-    def make(installed=(), uid=0):
+    def make(installed=(), uid=0, sudo=False, env=None):
         tool("apt-get", f'echo "$*" >> {log}')
         tool("id", f"echo {uid}")
+        if sudo:  # records what it was asked to run, as one line
+            tool("sudo", f'echo "sudo $*" >> {log}')
         for name in installed:
             if name == "fonts-noto-cjk":
                 tool("dpkg-query", 'echo "install ok installed"')
@@ -34,7 +36,7 @@ def fake_system(tmp_path):
                 tool(name, "exit 0")
 
         def run():
-            result = subprocess.run(["/bin/bash", str(SCRIPT)], env={"PATH": str(bin_dir)},
+            result = subprocess.run(["/bin/bash", str(SCRIPT)], env={"PATH": str(bin_dir), **(env or {})},
                                     capture_output=True, text=True)
             calls = log.read_text().splitlines() if log.exists() else []
             return result, calls
@@ -68,8 +70,29 @@ def test_does_nothing_when_everything_is_installed(fake_system):
     assert calls == []
 
 
-def test_refuses_to_install_without_root_and_says_so(fake_system):
+def test_a_user_with_sudo_rights_installs_through_sudo(fake_system):
+    result, calls = fake_system(uid=1000, sudo=True)()
+    assert result.returncode == 0, result.stderr
+    assert calls == ["sudo DEBIAN_FRONTEND=noninteractive apt-get update -q",
+                     "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+                     "chromium bubblewrap fonts-noto-cjk"]
+
+
+def test_without_root_or_sudo_it_names_the_skipped_tests_and_lets_the_suite_run(fake_system):
     result, calls = fake_system(uid=1000)()
-    assert result.returncode == 1
-    assert "as root" in result.stderr
+    assert result.returncode == 0
+    assert "will be skipped" in result.stderr and "apt-get install chromium bubblewrap fonts-noto-cjk" in result.stderr
     assert calls == []
+
+
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_without_root_or_sudo_in_ci_it_fails_because_ci_skips_nothing(fake_system, ci):
+    result, calls = fake_system(uid=1000, env={"CI": ci})()
+    assert result.returncode == 1
+    assert "CI skips no test" in result.stderr
+    assert calls == []
+
+
+def test_ci_false_counts_as_not_ci(fake_system):
+    result, _ = fake_system(uid=1000, env={"CI": "false"})()
+    assert result.returncode == 0

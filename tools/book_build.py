@@ -6,7 +6,7 @@ cells are the English ones byte for byte (``tools/editions.py``), so every noteb
 and nothing runs twice. It is built in ``_build/zh/`` and copied to ``_build/html/zh/``, so both
 editions can be hosted side by side.
 
-    python tools/book_build.py        # both editions, strictly, into _build/html and _build/html/zh
+    python -m tools.book_build        # both editions, strictly, into _build/html and _build/html/zh
 
 Shared by the tests (which need one clean build) and the build benchmark.
 """
@@ -67,10 +67,11 @@ def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
     output = output or source
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--chinese-only", str(source), str(output)],
+        [sys.executable, "-m", "tools.book_build", "--chinese-only", str(source.resolve()), str(output.resolve())],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
+        cwd=Path(__file__).resolve().parent.parent,  # where `tools` is a package: this tool's own repository
     )
     build = BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output / "_build" / "zh")
     site = output / "_build" / "html" / "zh"
@@ -84,13 +85,13 @@ def _run_chinese_build(source: Path, output: Path) -> int:
     """The Chinese build itself, in its own process (Sphinx keeps global state)."""
     from jupyter_book.sphinx import build_sphinx
 
-    import editions
+    from tools import editions
 
     drifted = editions.drifted_code(source)
     if drifted:
         print("The Chinese edition's code differs from the English edition's, so it would run the chapters a "
               "second time and could show other numbers:\n  " + "\n  ".join(drifted) +
-              "\nRun `python tools/editions.py sync-code` to copy the English code cells into the Chinese pages.")
+              "\nRun `python -m tools.editions sync-code` to copy the English code cells into the Chinese pages.")
         return 1
     zh = source / "zh"
     built = output / "_build" / "zh"

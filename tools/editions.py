@@ -10,9 +10,9 @@ measurements; the prose segments are each edition's own text.
 its Chinese segment was last brought up to date. When the English text changes, the segments whose
 hash no longer matches are listed as stale, the way gettext marks a changed message as fuzzy.
 
-    python tools/editions.py check [PAGE...]      # list every difference; exit 1 if there is one
-    python tools/editions.py sync-code [PAGE...]  # copy the English code cells into the Chinese pages
-    python tools/editions.py stamp PAGE...        # record PAGE's English segments as translated
+    python -m tools.editions check [PAGE...]      # list every difference; exit 1 if there is one
+    python -m tools.editions sync-code [PAGE...]  # copy the English code cells into the Chinese pages
+    python -m tools.editions stamp PAGE...        # record PAGE's English segments as translated
 
 PAGE is a path such as ``chapters/02_layer_normalization.md`` (or its ``zh/`` twin); without one,
 every page of ``_toc.yml``.
@@ -192,7 +192,7 @@ def differences(page: Path, recorded: dict, root: Path = ROOT) -> list[str]:
     if len(en.segments) == len(zh.segments):
         hashes = recorded.get(str(page))
         if hashes is None:
-            found.append(f"{page}: never stamped as translated (python tools/editions.py stamp {page})")
+            found.append(f"{page}: never stamped as translated (python -m tools.editions stamp {page})")
         for number, (a, b) in enumerate(zip(en.segments, zh.segments)):
             if has_prose(a) and not CJK.search(b):
                 found.append(f"{page}: prose segment {number} is not translated")

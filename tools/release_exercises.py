@@ -6,8 +6,8 @@ notebook ``solutions/<name>/<name>.ipynb`` from it, then lets
 ``nbgrader generate_assignment`` write the student release into
 ``exercises/<name>/``.
 
-    python tools/release_exercises.py           # regenerate everything in place
-    python tools/release_exercises.py --check   # regenerate in a scratch copy; exit 1 on any difference
+    python -m tools.release_exercises           # regenerate everything in place
+    python -m tools.release_exercises --check   # regenerate in a scratch copy; exit 1 on any difference
 """
 
 import argparse
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sync_notebooks import write_twin
+from tools.sync_notebooks import write_twin
 
 ROOT = Path(__file__).resolve().parent.parent
 # What nbgrader needs to generate the releases, relative to the course root.
@@ -108,7 +108,7 @@ def main() -> int:
         for path in stale:
             print(f"out of date: {path}")
         if stale:
-            print("run: python tools/release_exercises.py")
+            print("run: python -m tools.release_exercises")
         return 1 if stale else 0
     regenerate(ROOT)
     for name in assignments():

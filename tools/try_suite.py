@@ -1,19 +1,15 @@
 """Grade an exercise's reference, blank release and catalogue entries in-process (developer aid).
 
-    python tools/try_suite.py ex2_layernorm            # reference, blank, every catalogue entry
-    python tools/try_suite.py ex2_layernorm -v         # also each failing test's message
+    python -m tools.try_suite ex2_layernorm            # reference, blank, every catalogue entry
+    python -m tools.try_suite ex2_layernorm -v         # also each failing test's message
 """
 
 import argparse
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-
-from catalogue import catalogue, variants  # noqa: E402
-from grading import blank, grade_in_process, max_scores, reference, with_cell  # noqa: E402
+from tests.catalogue import catalogue, variants
+from tests.grading import blank, grade_in_process, max_scores, reference, with_cell
 
 
 def show(label, assignment, notebook, verbose):

@@ -39,12 +39,12 @@ ASSIGNMENTS = ["ex1_residual", "ex2_layernorm", "ex3_batchnorm", "ex4_prepost", 
 
 
 def catalogue() -> list[Wrong]:
-    from mistakes import MISTAKES
+    from tests.mistakes import MISTAKES
 
     entries = [Wrong(m.assignment, m.task, m.what, m.source) for m in MISTAKES]
     for assignment in ASSIGNMENTS:
         try:
-            module = importlib.import_module(f"catalogue.{assignment}")
+            module = importlib.import_module(f".{assignment}", __name__)
         except ModuleNotFoundError:
             continue
         entries += module.WRONG
@@ -55,7 +55,7 @@ def variants() -> list[Right]:
     entries = []
     for assignment in ASSIGNMENTS:
         try:
-            module = importlib.import_module(f"catalogue.{assignment}")
+            module = importlib.import_module(f".{assignment}", __name__)
         except ModuleNotFoundError:
             continue
         entries += getattr(module, "RIGHT", [])

@@ -5,7 +5,7 @@ make_mlp reusing one sublayer in every block, input_grad_norm that marks x itsel
 requiring grad.
 """
 
-from catalogue import Right, Wrong
+from tests.catalogue import Right, Wrong
 
 
 def residual_block(init: str, forward: str) -> str:

@@ -9,7 +9,7 @@ same tricks are listed in the module's and task 3's cells instead.
 
 import textwrap
 
-from catalogue import Right, Wrong
+from tests.catalogue import Right, Wrong
 
 A = "ex2_layernorm"
 

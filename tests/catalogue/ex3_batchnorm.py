@@ -7,7 +7,7 @@ are in ``tests/mistakes.py`` (biased running_var, reversed momentum, eval mode w
 statistics, LayerNorm-like per-sample statistics) and are not repeated here.
 """
 
-from catalogue import Right, Wrong
+from tests.catalogue import Right, Wrong
 
 A = "ex3_batchnorm"
 

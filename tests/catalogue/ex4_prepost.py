@@ -5,7 +5,7 @@ post-norm ignoring the mask, pre-norm normalizing the residual stream, make_stac
 a final norm, ffn_grad_norms reading accumulated .grad.
 """
 
-from catalogue import Right, Wrong
+from tests.catalogue import Right, Wrong
 
 ATTN = "nn.MultiheadAttention(d_model, n_heads, batch_first=True)"
 FFN = "nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))"

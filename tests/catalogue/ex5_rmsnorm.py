@@ -9,7 +9,7 @@ task 2 as well; the same tricks are listed in the module's cell instead.
 
 import textwrap
 
-from catalogue import Right, Wrong
+from tests.catalogue import Right, Wrong
 
 A = "ex5_rmsnorm"
 

@@ -9,8 +9,8 @@ vector, x scaled instead of the branch; DyT's alpha as a vector, weight and bias
 shape, a normalization before the tanh) and are not repeated here.
 """
 
-from catalogue import Right, Wrong
-from mistakes import EX6_BN, EX6_DYT, EX6_REZERO
+from tests.catalogue import Right, Wrong
+from tests.mistakes import EX6_BN, EX6_DYT, EX6_REZERO
 
 A = "ex6_beyond_norm"
 

@@ -1,0 +1,137 @@
+"""Export the grades of one or more assignments as a CSV that Canvas's or Moodle's gradebook imports.
+
+    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR]
+
+The scores come from ``DIR/<assignment>/<student_id>.json``, what ``grade`` and ``release``
+write; a file there that the grader did not write stops the export rather than leave a
+student out. One row per student, one column per assignment, in points.
+
+- ``canvas`` (Grades > Import): ``Student, ID, SIS Login ID, Section``, then the assignments,
+  and a ``Points Possible`` row with each maximum, as Canvas's own export has. Canvas finds a
+  student by SIS Login ID, which holds the student id; its own ID and the section stay empty.
+  An empty cell is no score.
+- ``moodle`` (Grades > Import > CSV file): ``student_id``, then one column per assignment
+  named ``<assignment> (out of <maximum>)``. Moodle stops an import at any row that is not a
+  student, so the maximum is in the header; ``-`` is Moodle's "no grade", what its own
+  export writes and what its import reads, for new and existing grade items alike.
+
+A missing submission gets no score, never a zero. So does a submission that has no grade yet:
+held for review (``review``) or not graded (``grader_error``); each is named on stderr with
+what to do, and gets its points from the next export after ``release`` or a regrade.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import report
+
+FORMATS = ("canvas", "moodle")
+# Statuses whose score is not a grade yet: the cell stays empty, with what to do about it.
+NOT_YET = {
+    "review": "held for review: read {folder}/feedback/{student}.md, then "
+              "`python -m autograder release {assignment} {student}{where}` and export again",
+    "grader_error": "not graded (a grader error): grade that notebook again with `python -m autograder grade "
+                    "{assignment} NOTEBOOK --force{where}` and export again",
+}
+
+
+class BadResults(Exception):
+    """A results folder the export cannot trust: printed as the reason, exit status 2."""
+
+
+@dataclass
+class Column:
+    """One assignment's grades: student id -> points, or None when the grade is not decided yet."""
+
+    assignment: str
+    max_score: float
+    scores: dict[str, float | None] = field(default_factory=dict)
+    pending: dict[str, str] = field(default_factory=dict)  # student id -> status of an undecided grade
+
+
+def number(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def read_result(path: Path, assignment: str) -> tuple[str, float, float, str]:
+    """(student id, score, maximum, status) of one result file, or ``BadResults`` saying what is wrong."""
+    fix = (f"grade that submission again (python -m autograder grade {assignment} NOTEBOOK --force), or move the "
+           f"file out of {path.parent}/")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise BadResults(f"{path} cannot be read as a result ({type(error).__name__}: {error}); {fix}") from None
+    extra = data.get("extra_data") if type(data) is dict else None
+    if type(extra) is not dict:
+        raise BadResults(f"{path} is not a result the grader wrote (it has no extra_data); {fix}")
+    wrong = [name for name, ok in (("score", number(data.get("score"))), ("max_score", number(extra.get("max_score"))),
+                                   ("status", type(extra.get("status")) is str),
+                                   ("student_id", extra.get("student_id") == path.stem),
+                                   ("assignment", extra.get("assignment") == assignment)) if not ok]
+    if wrong:
+        raise BadResults(f"{path} is not a result the grader wrote for {assignment} (wrong or missing: "
+                         f"{', '.join(wrong)}); {fix}")
+    return path.stem, float(data["score"]), float(extra["max_score"]), extra["status"]
+
+
+def read(results: Path, assignment: str) -> Column:
+    """The grades of one assignment, from ``results/<assignment>/``."""
+    folder = results / assignment
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not paths:
+        raise BadResults(f"no results for {assignment} in {folder}/: grade it first "
+                         f"(python -m autograder grade {assignment} PATH...), or point --results at the folder "
+                         "that holds one folder per assignment")
+    rows = [read_result(path, assignment) for path in paths]
+    maxima = sorted({row[2] for row in rows})
+    if len(maxima) > 1:
+        raise BadResults(f"the results in {folder}/ disagree on the maximum ({' and '.join(map(text, maxima))} "
+                         f"points): some were graded by another version of the suite; grade {assignment} again "
+                         "(results from another version are redone)")
+    column = Column(assignment, maxima[0])
+    for student, score, _, status in rows:
+        column.scores[student] = None if status in NOT_YET else score
+        if status in NOT_YET:
+            column.pending[student] = status
+    return column
+
+
+def text(points: float) -> str:
+    """Points as both importers read them: a plain decimal, at most four places, no trailing zeros."""
+    return f"{points:.4f}".rstrip("0").rstrip(".")
+
+
+def table(columns: list[Column], fmt: str) -> list[list[str]]:
+    """The CSV's rows for ``fmt`` (``canvas`` or ``moodle``)."""
+    students = sorted({student for column in columns for student in column.scores})
+    empty = "" if fmt == "canvas" else "-"
+
+    def cells(student: str) -> list[str]:
+        points = [column.scores.get(student) for column in columns]
+        return [empty if value is None else text(value) for value in points]
+
+    if fmt == "canvas":
+        return ([["Student", "ID", "SIS Login ID", "Section", *(c.assignment for c in columns)],
+                 ["Points Possible", "", "", "", *(text(c.max_score) for c in columns)]]
+                + [[student, "", student, "", *cells(student)] for student in students])
+    return ([["student_id", *(f"{c.assignment} (out of {text(c.max_score)})" for c in columns)]]
+            + [[student, *cells(student)] for student in students])
+
+
+def export(results: Path, assignments: list[str], fmt: str, output: Path) -> tuple[list[Column], list[str]]:
+    """Write the CSV; returns the columns and, for every grade left empty because it is undecided, what to do."""
+    columns = [read(results, assignment) for assignment in assignments]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(table(columns, fmt))
+    report.write_atomic(output, out.getvalue())
+    todo = [f"{column.assignment}, {student}: no score yet, " + NOT_YET[status].format(
+                assignment=column.assignment, student=student, folder=results / column.assignment,
+                where="" if results == Path("results") else f" --results {results / column.assignment}")
+            for column in columns for student, status in sorted(column.pending.items())]
+    return columns, todo

@@ -1,0 +1,1 @@
+"""Benchmark scripts whose figures the README reports: run each from the top folder as `python -m benchmarks.NAME`."""

@@ -1,0 +1,378 @@
+"""An instructor's day with nbgrader, run here: release, collect, grade, grade by hand, hand back.
+
+The README's block of the day's commands is run line by line as it is written (with
+``--allow-root`` added to ``jupyter server`` when the tests run as root, as the README says),
+in a fresh copy of the repository's files, the tests' Python environment first on the
+``PATH`` as activating it does. The class comes as a zip laid out like Canvas's *Download
+Submissions*, put where the README says: a correct learner with a written answer, a wrong one,
+a late forged one, and a resubmission. The formgrader is driven in Debian's Chromium as an
+instructor would: open the forged submission, then type a score and a comment for the written
+answer. The module fixture runs the day once; each test checks one thing.
+"""
+
+import copy
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from nbgrader.api import Gradebook
+from playwright.sync_api import sync_playwright
+
+from tests.conftest import REPO
+from tests.mistakes import MISTAKES
+
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader, pytest.mark.browser]
+
+ASSIGNMENT = "ex3_batchnorm"
+ASSIGNMENTS = sorted(p.name for p in (REPO / "exercises").iterdir() if p.is_dir())
+MANUAL_POINTS = 2.5  # typed into the formgrader for the written answer
+COMMENT = "Right about padding and batch dependence; say what happens when generating one token at a time."
+WRITTEN = ("BatchNorm would average each feature over every token of every sequence in the batch, padding "
+           "included, so a sequence's output depends on the others; at inference there is no batch.")
+FORGED_OUTPUT = "All hidden tests passed: 10 / 10"
+# Canvas names each file <student>_<user id>_<submission id>_<uploaded name>.
+CLASS = {  # student -> (what Canvas's file name adds after the student, how the notebook is made)
+    "lovelaceada": ("101_9001", "correct, with a written answer"),
+    "bakerben": ("102_9002", "wrong batch_norm"),
+    "yangcy": ("LATE_103_9003", "forged"),
+    "okaforchi": ("104_9004", "correct, resubmitted"),
+}
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+# ---- the class --------------------------------------------------------------------------------------------
+
+
+def grade_id(cell: dict) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def learner(written: str, **answers: str) -> dict:
+    """The release as a learner hands it in: every code answer from the solution (or ``answers``), ``written``."""
+    solution = json.loads((REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    solved = {grade_id(c): re.sub(r"^[ \t]*### (BEGIN|END) SOLUTION\n?", "", "".join(c["source"]), flags=re.M)
+              for c in solution["cells"] if c["metadata"].get("nbgrader", {}).get("solution")}
+    notebook = json.loads((REPO / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    for cell in notebook["cells"]:
+        if grade_id(cell) == "written_answer":
+            cell["source"] = written
+        elif grade_id(cell) in solved:
+            cell["source"] = answers.get(grade_id(cell), solved[grade_id(cell)])
+    return notebook
+
+
+def forged() -> dict:
+    """A correct notebook dressed up for the formgrader: saved outputs, a grade cell of its own worth 90 points,
+    a second copy of a real grade cell worth 40, a real one claiming 30, an emptied self-check, and script in
+    its Markdown."""
+    notebook = learner("I deserve full marks. <img src=x onerror=\"document.title='forged'\">")
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = 1
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": FORGED_OUTPUT + "\n"}]
+        if grade_id(cell) == "selfcheck_batch_norm":
+            cell["source"] = "print('ok')\n"
+        if grade_id(cell) == "check_BatchNorm1d":
+            cell["metadata"]["nbgrader"]["points"] = 30
+    real = next(c for c in notebook["cells"] if grade_id(c) == "check_batch_norm")
+    second = copy.deepcopy(real)
+    second["metadata"]["nbgrader"]["points"] = 40
+    bonus = {"cell_type": "markdown", "source": "Bonus task, done.", "metadata": {"nbgrader": {
+        "grade": True, "grade_id": "bonus", "locked": False, "points": 90, "schema_version": 3, "solution": True,
+        "task": False}}}
+    notebook["cells"][1:1] = [bonus, second]
+    return notebook
+
+
+def canvas_zip(path: Path) -> Path:
+    """The class as Canvas's Download Submissions zip: every file flat, named by Canvas."""
+    wrong = next(m for m in MISTAKES if m.assignment == ASSIGNMENT and m.task == "batch_norm")
+    notebooks = {
+        "lovelaceada": learner(WRITTEN),
+        "bakerben": learner("It depends on the batch.", batch_norm=wrong.source),
+        "yangcy": forged(),
+        "okaforchi": learner("Padding enters the statistics, and generation has no batch."),
+    }
+    with zipfile.ZipFile(path, "w") as archive:
+        for student, (ids, _) in CLASS.items():
+            uploaded = f"{ASSIGNMENT}-1.ipynb" if student == "okaforchi" else f"{ASSIGNMENT}.ipynb"
+            archive.writestr(f"{student}_{ids}_{uploaded}", json.dumps(notebooks[student]))
+    return path
+
+
+# ---- the README and the course folder ----------------------------------------------------------------------
+
+
+def readme_day() -> list[str]:
+    """The command lines of the README's code block that follows "A day of grading"."""
+    text = (REPO / "README.md").read_text()
+    found = re.search(r"\*\*A day of grading\*\*.*?```bash\n(.*?)```", text, re.S)
+    assert found, "the README should have a code block of the day's commands after **A day of grading**"
+    return [line for line in found[1].splitlines() if line.strip() and not line.startswith("#")]
+
+
+def clone_files(target: Path) -> Path:
+    """The files a clone of the repository has (tracked, or new and not ignored), copied to ``target``."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    target.mkdir()
+    with tarfile.open(target / "clone.tar", "w") as archive:  # keeps symbolic links (zh/exercises) as links
+        for name in listed:
+            if name and (os.path.lexists(REPO / name)):
+                archive.add(REPO / name, arcname=name, recursive=False)
+    with tarfile.open(target / "clone.tar") as archive:
+        archive.extractall(target, filter="tar")
+    (target / "clone.tar").unlink()
+    return target
+
+
+def activated_env(home: Path) -> dict:
+    """This environment as a shell with the tests' Python environment activated, and a Jupyter of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER") and k != "PYTHONPATH"}
+    env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}"
+    env["JUPYTER_CONFIG_DIR"] = str(home / "config")  # no personal configuration (a password, a token)
+    env["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    return env
+
+
+# ---- the formgrader ------------------------------------------------------------------------------------
+
+
+class Server:
+    """``jupyter server`` started from the README's line; its printed link, once it is ready."""
+
+    def __init__(self, line: str, course: Path, env: dict):
+        command = line.split("#")[0].strip()
+        if os.geteuid() == 0:
+            command += " --allow-root"  # the README: "as root ..., add --allow-root"
+        self.process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=course, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.link = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stderr:
+            self.log.append(line)
+            if re.search(r"http://127\.0\.0\.1:\d+/\?token=\w+", line):
+                self.link.set()
+
+    def url(self, timeout=120) -> tuple[str, str]:
+        """(base URL, token) from the link the server prints."""
+        if not self.link.wait(timeout):
+            self.stop()
+            pytest.fail("jupyter server printed no link:\n" + "".join(self.log)[-4000:])
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\w+)", "".join(self.log))
+        return found[1], found[2]
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class SubmissionPage:
+    """What the formgrader's page for one submission showed."""
+
+    text: str
+    title: str
+    outputs: int  # rendered output areas
+    boxes: dict[str, str] = field(default_factory=dict)  # score box id -> the maximum printed after it
+
+
+def open_submission(page, base: str, token: str, student: str):
+    """Go from the formgrader's front page to ``student``'s ex3 notebook, as an instructor clicks."""
+    page.goto(f"{base}/formgrader?token={token}")
+    page.get_by_role("link", name="Manual Grading").first.click()
+    page.get_by_role("link", name=ASSIGNMENT, exact=True).click()  # the assignment
+    page.get_by_role("link", name=ASSIGNMENT, exact=True).click()  # its notebook
+    page.locator("td.name a").first.wait_for(state="attached")  # the table of submissions is filled in by script
+    page.get_by_text("Show All Names").click()
+    page.get_by_role("link", name=student, exact=True).click()
+    page.wait_for_load_state("networkidle")  # the page's script has fetched the grades and watches the boxes
+
+
+def seen(page) -> SubmissionPage:
+    boxes = {}
+    for box in page.locator("input.score").all():
+        maximum = box.evaluate("b => b.parentElement.textContent")
+        boxes[box.get_attribute("id")] = re.search(r"/\s*([\d.]+)", maximum)[1]
+    return SubmissionPage(page.inner_text("body"), page.title(), page.locator(".output_area").count(), boxes)
+
+
+def grade_by_hand(page) -> None:
+    """Type the written answer's score and a comment; each is saved (a PUT) when the field is left."""
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT"):
+        page.locator("input.score#written_answer").fill(str(MANUAL_POINTS))
+        page.keyboard.press("Tab")
+    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT"):
+        page.locator("textarea#written_answer-comment").fill(COMMENT)
+        page.keyboard.press("Tab")
+
+
+def in_formgrader(base: str, token: str) -> SubmissionPage:
+    """Look at the forged submission, then grade the learner's written answer; returns what the forged page showed."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Chromium is not installed. Run `tools/install_system_packages.sh` as root: it installs "
+                    "Debian's chromium package. The browser tests never download a browser.")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context()
+        # the formgrader's pages ask a CDN for MathJax; the network here is closed
+        context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname
+                      in ("127.0.0.1", "localhost") else route.abort())
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        open_submission(page, base, token, "yangcy")
+        forged_page = seen(page)
+        open_submission(page, base, token, "lovelaceada")
+        grade_by_hand(page)
+        browser.close()
+    return forged_page
+
+
+# ---- the day ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Day:
+    course: Path
+    ran: dict[str, subprocess.CompletedProcess]  # the README's line -> what it did
+    forged_page: SubmissionPage
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory) -> Day:
+    scratch = tmp_path_factory.mktemp("instructor")
+    course = clone_files(scratch / "course")
+    (course / "downloaded" / ASSIGNMENT / "archive").mkdir(parents=True)
+    canvas_zip(course / "downloaded" / ASSIGNMENT / "archive" / "submissions.zip")
+    env = activated_env(scratch)
+    ran, forged_page, server = {}, None, None
+    try:
+        for line in readme_day():
+            if line.startswith("jupyter server"):
+                server = Server(line, course, env)
+                forged_page = in_formgrader(*server.url())
+                continue
+            done = subprocess.run(["bash", "-c", line], cwd=course, env=env, capture_output=True, text=True,
+                                  timeout=900)
+            assert done.returncode == 0, f"`{line}` failed (exit {done.returncode}):\n{done.stdout[-3000:]}" \
+                                         f"{done.stderr[-3000:]}"
+            ran[line] = done
+    finally:
+        if server is not None:
+            server.stop()
+    assert forged_page is not None, "the README's day starts no `jupyter server`"
+    return Day(course, ran, forged_page)
+
+
+def line_of(day: Day, start: str) -> subprocess.CompletedProcess:
+    (found,) = [done for line, done in day.ran.items() if line.startswith(start)]
+    return found
+
+
+def exported(day: Day) -> dict[str, float]:
+    """student -> ex3 score in the grades.csv that `nbgrader export` wrote."""
+    rows = csv.DictReader((day.course / "grades.csv").open())
+    return {row["student_id"]: float(row["score"]) for row in rows if row["assignment"] == ASSIGNMENT}
+
+
+# ---- release and collect --------------------------------------------------------------------------------
+
+
+def test_releasing_records_every_assignment_with_its_graded_cells(day):
+    with Gradebook(f"sqlite:///{day.course / 'gradebook.db'}") as gradebook:
+        recorded = {a.name: sum(c.max_score for c in gradebook.find_notebook(a.name, a.name).grade_cells)
+                    for a in gradebook.assignments}
+    assert recorded == {name: 10.0 for name in ASSIGNMENTS} and len(ASSIGNMENTS) == 6
+
+
+def test_releasing_writes_exercises_byte_for_byte_as_committed(day):
+    committed = {p.relative_to(REPO): p.read_bytes() for p in sorted((REPO / "exercises").rglob("*")) if p.is_file()}
+    released = {p.relative_to(day.course): p.read_bytes() for p in sorted((day.course / "exercises").rglob("*"))
+                if p.is_file()}
+    assert released == committed
+
+
+def test_zip_collect_files_each_canvas_submission_under_its_student(day):
+    found = {p.relative_to(day.course / "submitted").as_posix() for p in (day.course / "submitted").rglob("*.ipynb")}
+    assert found == {f"{student}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb" for student in CLASS}
+
+
+# ---- grade ------------------------------------------------------------------------------------------------
+
+
+def test_grading_into_the_gradebook_prints_no_warning(day):
+    assert "Warning" not in line_of(day, "python -m autograder grade").stderr
+
+
+def test_no_result_says_a_written_answer_is_missing(day):
+    problems = {student: json.loads((day.course / "results" / ASSIGNMENT / f"{student}.json").read_text())
+                ["extra_data"]["problems"] for student in CLASS}
+    assert {student: [p for p in found if "written_answer" in p] for student, found in problems.items()} == \
+        {student: [] for student in CLASS}
+
+
+# ---- the formgrader ---------------------------------------------------------------------------------------
+
+
+def test_formgrader_shows_no_output_the_student_saved(day):
+    assert day.forged_page.outputs == 0 and FORGED_OUTPUT not in day.forged_page.text
+
+
+def test_formgrader_shows_the_releases_score_boxes_with_the_releases_points(day):
+    assert day.forged_page.boxes == {"check_batch_norm": "4.0", "check_BatchNorm1d": "3.0", "written_answer": "3.0"}
+
+
+def test_formgrader_runs_no_script_from_the_students_markdown(day):
+    assert day.forged_page.title != "forged" and "onerror" in day.forged_page.text  # shown, as text
+
+
+def test_score_and_comment_typed_in_the_formgrader_are_in_the_gradebook(day):
+    with Gradebook(f"sqlite:///{day.course / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("written_answer", ASSIGNMENT, ASSIGNMENT, "lovelaceada")
+        comment = gradebook.find_comment("written_answer", ASSIGNMENT, ASSIGNMENT, "lovelaceada")
+        assert (grade.manual_score, grade.needs_manual_grade, comment.manual_comment) == (MANUAL_POINTS, False, COMMENT)
+
+
+# ---- hand back --------------------------------------------------------------------------------------------
+
+
+def test_exported_score_is_the_autograded_points_plus_the_points_typed_by_hand(day):
+    automatic = json.loads((day.course / "results" / ASSIGNMENT / "lovelaceada.json").read_text())["score"]
+    assert automatic == 7.0 and exported(day)["lovelaceada"] == automatic + MANUAL_POINTS
+
+
+def test_exported_scores_of_the_others_are_their_autograded_points(day):
+    automatic = {s: json.loads((day.course / "results" / ASSIGNMENT / f"{s}.json").read_text())["score"]
+                 for s in CLASS if s != "lovelaceada"}
+    assert {s: exported(day)[s] for s in automatic} == automatic and automatic["bakerben"] < 7.0
+
+
+def test_every_student_gets_a_feedback_page(day):
+    pages = {p.relative_to(day.course / "feedback").as_posix() for p in (day.course / "feedback").rglob("*.html")}
+    assert pages == {f"{student}/{ASSIGNMENT}/{ASSIGNMENT}.html" for student in CLASS}
+
+
+def test_feedback_page_carries_the_comment_typed_in_the_formgrader(day):
+    page = (day.course / "feedback" / "lovelaceada" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert COMMENT in page
+
