@@ -2,7 +2,7 @@
 
     python -m autograder grade ASSIGNMENT PATH... [--results DIR] [--jobs N] [--gradebook URL]
     python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR]
-    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR]
+    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR] [--gradebook URL]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
 
 Exit status 0 when every submission got a result, whatever the scores; 2 when the
@@ -56,6 +56,9 @@ def parse(argv) -> argparse.Namespace:
     export.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.csv")
     export.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="the folder holding one results folder per assignment (default: results/)")
+    export.add_argument("--gradebook", metavar="URL",
+                        help="export nbgrader's totals from this gradebook (automatic plus manual points), e.g. "
+                             "sqlite:///gradebook.db")
     package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
     package.add_argument("assignment")
     package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
@@ -145,15 +148,18 @@ def export(args) -> int:
     """Write the grades of the named assignments (or of every one with results) as a gradebook CSV."""
     for assignment in args.assignments:
         known(assignment)
-    if not args.results.is_dir():
+    if not args.results.is_dir() and not args.gradebook:
         raise Usage(f"no results folder {args.results}/: grade first (python -m autograder grade ASSIGNMENT PATH...), "
                     "or pass --results, the folder that holds one folder per assignment")
-    assignments = args.assignments or [a for a in scoring.assignments() if (args.results / a).is_dir()]
-    if not assignments:
-        raise Usage(f"no results in {args.results}/: it has no folder named after an assignment "
-                    f"({', '.join(scoring.assignments())}); pass --results, the folder that holds them")
     try:
-        columns, todo = lms.export(args.results, assignments, args.format, args.output)
+        totals = lms.read_gradebook(args.gradebook) if args.gradebook else {}
+        assignments = args.assignments or [a for a in scoring.assignments() if (args.results / a).is_dir()
+                                           or (a in totals and totals[a].students)]
+        if not assignments:
+            raise Usage(f"no results in {args.results}/: it has no folder named after an assignment "
+                        f"({', '.join(scoring.assignments())}); pass --results, the folder that holds them"
+                        + (f", or grade with --gradebook {args.gradebook}" if args.gradebook else ""))
+        columns, todo = lms.export(args.results, assignments, args.format, args.output, args.gradebook, totals)
     except lms.BadResults as problem:
         raise Usage(str(problem)) from None
     students = {student for column in columns for student in column.scores}

@@ -11,6 +11,9 @@ no outputs (the grader never ran the notebook in a kernel, so any output in it w
 the student), no cell metadata but nbgrader's, and nbgrader's metadata only on the cells the
 release has, rebuilt from the gradebook (nbgrader's record of the release) as ``nbgrader
 autograde`` rebuilds it. See ``formgrader_copy``.
+
+``read_totals`` reads it back, read-only, for the LMS export: nbgrader's total per
+submission (what ``nbgrader export`` reports) and what still waits for a manual grade.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import json
 import os
 import re
 import tempfile
+import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
+import sqlalchemy.exc
+from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests
 
 # The releases are committed, so nbgrader skips them unless forced; forced, it writes a release again, byte
@@ -233,3 +239,65 @@ def _text(source) -> str:
     if type(source) is list and all(type(line) is str for line in source):
         return "".join(source)
     return ""
+
+
+# ---- reading the totals, for the LMS export ----------------------------------------------------------------
+
+
+@dataclass
+class Total:
+    """One student's submission of one assignment, as nbgrader totals it."""
+
+    score: float  # what `nbgrader export` reports: automatic plus manual points, less any late penalty, at least 0
+    automatic: float  # the automatic points recorded in it (what `record` wrote, or `nbgrader autograde`)
+    ungraded: list[str]  # what still waits for a manual grade: "the written answer written_answer", ...
+
+
+@dataclass
+class Totals:
+    """One assignment in the gradebook: its maximum (automatic plus manual points) and each submission's total."""
+
+    max_score: float
+    students: dict[str, Total]
+
+
+def read_totals(url: str, problem) -> dict[str, Totals]:
+    """Every assignment's totals in the gradebook at ``url``, read without writing anything.
+
+    A ``sqlite:///`` gradebook is opened read-only (SQLite's ``mode=ro``), so that a wrong
+    path or a file that is not a gradebook is refused rather than turned into an empty
+    gradebook, as nbgrader's ``Gradebook`` does when it can write. Any problem raises
+    ``problem`` with what is wrong and how to fix it.
+    """
+    fix = ("pass the gradebook that `python -m autograder grade ... --gradebook` recorded into, e.g. "
+           "--gradebook sqlite:///gradebook.db from the course folder")
+    opened = url
+    if url.startswith("sqlite:///") and url != "sqlite:///":
+        path = Path(url[len("sqlite:///"):])
+        if not path.is_file():
+            raise problem(f"no gradebook at {path}: {fix}")
+        quoted = urllib.parse.quote(urllib.parse.quote(str(path.resolve()), safe="/"), safe="/")  # SQLAlchemy
+        opened = f"sqlite:///file:{quoted}?mode=ro&uri=true"  # unquotes once, SQLite's URI parser once more
+    try:
+        gradebook = Gradebook(opened, course_id="")  # "": check no course, which would add one if missing
+    except (sqlalchemy.exc.SQLAlchemyError, InvalidEntry, ImportError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise problem(f"cannot read {url} as nbgrader's gradebook ({reason}): {fix}") from None
+    try:
+        return {assignment.name: Totals(float(assignment.max_score or 0.0),
+                                        {s.student_id: _total(s) for s in assignment.submissions})
+                for assignment in gradebook.assignments}
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        raise problem(f"cannot read {url} as nbgrader's gradebook ({str(error).splitlines()[0]}): {fix}") from None
+    finally:
+        gradebook.db.rollback()
+        gradebook.close()
+
+
+def _total(submission) -> Total:
+    grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
+    ungraded = [f"the {'written answer' if grade.cell_type == 'markdown' else 'cell'} {grade.name}"
+                for grade in grades if grade.needs_manual_grade]
+    penalty = submission.late_submission_penalty or 0.0
+    return Total(max(0.0, float(submission.score or 0.0) - penalty),
+                 sum(float(grade.auto_score) for grade in grades if grade.auto_score is not None), ungraded)

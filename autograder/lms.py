@@ -1,6 +1,6 @@
 """Export the grades of one or more assignments as a CSV that Canvas's or Moodle's gradebook imports.
 
-    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR]
+    python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR] [--gradebook URL]
 
 The scores come from ``DIR/<assignment>/<student_id>.json``, what ``grade`` and ``release``
 write; a file there that the grader did not write stops the export rather than leave a
@@ -18,6 +18,16 @@ student out. One row per student, one column per assignment, in points.
 A missing submission gets no score, never a zero. So does a submission that has no grade yet:
 held for review (``review``) or not graded (``grader_error``); each is named on stderr with
 what to do, and gets its points from the next export after ``release`` or a regrade.
+
+The results hold the automatic points only. An assignment with cells graded by hand in the
+formgrader (ex3's written answer) gets, without ``--gradebook``, a line on stderr saying that
+those points are missing. With ``--gradebook URL`` each score is nbgrader's total from the
+gradebook instead (automatic plus manual points, less any late penalty: what ``nbgrader
+export`` reports) and the maximum is the assignment's there. The results still decide
+whether a grade exists: besides the rules above, a submission gets no score, named on stderr,
+when a cell waits for a manual grade, when its result is not in the gradebook, or when the
+gradebook's automatic points are not its result's (recorded before a ``release`` or a
+regrade). A submission only the gradebook has (graded by ``nbgrader autograde``) gets its total.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from autograder import report
@@ -38,11 +49,21 @@ NOT_YET = {
               "`python -m autograder release {assignment} {student}{where}` and export again",
     "grader_error": "not graded (a grader error): grade that notebook again with `python -m autograder grade "
                     "{assignment} NOTEBOOK --force{where}` and export again",
+    # with --gradebook
+    "manual": "not graded by hand yet: grade {ungraded} of {student} in the formgrader first (`jupyter server`, "
+              "then /formgrader, Manual Grading > {assignment}) and export again",
+    "unrecorded": "graded, but not in the gradebook: record it with `python -m autograder grade {assignment} "
+                  "PATH... --gradebook {url}{where}` (a current result is recorded, not graded again) and export "
+                  "again",
+    "stale": "the gradebook has {recorded} automatic points, its result {measured} (a release or a regrade since): "
+             "record them with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` and "
+             "export again",
 }
+REPO = Path(__file__).resolve().parent.parent
 
 
 class BadResults(Exception):
-    """A results folder the export cannot trust: printed as the reason, exit status 2."""
+    """Results or a gradebook the export cannot use: printed as the reason, exit status 2."""
 
 
 @dataclass
@@ -53,6 +74,7 @@ class Column:
     max_score: float
     scores: dict[str, float | None] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)  # student id -> status of an undecided grade
+    details: dict[str, dict] = field(default_factory=dict)  # student id -> what its line on stderr names
 
 
 def number(value) -> bool:
@@ -80,11 +102,11 @@ def read_result(path: Path, assignment: str) -> tuple[str, float, float, str]:
     return path.stem, float(data["score"]), float(extra["max_score"]), extra["status"]
 
 
-def read(results: Path, assignment: str) -> Column:
-    """The grades of one assignment, from ``results/<assignment>/``."""
+def read(results: Path, assignment: str, totals: dict | None = None, url: str = "") -> Column:
+    """The grades of one assignment, from ``results/<assignment>/``, or, given ``totals``, from the gradebook."""
     folder = results / assignment
     paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    if not paths:
+    if not paths and totals is None:
         raise BadResults(f"no results for {assignment} in {folder}/: grade it first "
                          f"(python -m autograder grade {assignment} PATH...), or point --results at the folder "
                          "that holds one folder per assignment")
@@ -94,12 +116,55 @@ def read(results: Path, assignment: str) -> Column:
         raise BadResults(f"the results in {folder}/ disagree on the maximum ({' and '.join(map(text, maxima))} "
                          f"points): some were graded by another version of the suite; grade {assignment} again "
                          "(results from another version are redone)")
+    if totals is not None:
+        return from_gradebook(assignment, rows, totals, url)
     column = Column(assignment, maxima[0])
     for student, score, _, status in rows:
         column.scores[student] = None if status in NOT_YET else score
         if status in NOT_YET:
             column.pending[student] = status
     return column
+
+
+def from_gradebook(assignment: str, rows: list[tuple[str, float, float, str]], totals: dict, url: str) -> Column:
+    """nbgrader's totals of one assignment, each kept only where the results agree that it is a grade."""
+    fix = (f"run `nbgrader generate_assignment {assignment} --force` in the course folder, then grade with "
+           f"`python -m autograder grade {assignment} PATH... --gradebook {url}`")
+    if assignment not in totals:
+        raise BadResults(f"the gradebook {url} has no assignment {assignment}: {fix}")
+    recorded = totals[assignment]
+    if not rows and not recorded.students:
+        raise BadResults(f"no grades for {assignment} in the results or the gradebook {url}: {fix}")
+    column = Column(assignment, recorded.max_score)
+    results = {student: (score, status) for student, score, _, status in rows}
+    for student in sorted(set(results) | set(recorded.students)):
+        total = recorded.students.get(student)
+        measured, status = results.get(student, (None, None))
+        if status not in NOT_YET:
+            if total is None:
+                status = "unrecorded"
+            elif measured is not None and abs(measured - total.automatic) > 1e-3:
+                status = "stale"
+                column.details[student] = {"recorded": text(total.automatic), "measured": text(measured)}
+            elif total.ungraded:
+                status = "manual"
+                column.details[student] = {"ungraded": " and ".join(total.ungraded)}
+        column.scores[student] = None if status in NOT_YET else total.score
+        if status in NOT_YET:
+            column.pending[student] = status
+    return column
+
+
+@cache
+def manual_cells(assignment: str) -> dict[str, float]:
+    """grade_id -> points of the release's cells graded by hand (an answer cell that is also graded)."""
+    try:
+        notebook = json.loads((REPO / "exercises" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+        cells = [cell.get("metadata", {}).get("nbgrader", {}) for cell in notebook["cells"]]
+        return {meta["grade_id"]: float(meta.get("points", 0)) for meta in cells
+                if meta.get("grade") and meta.get("solution") and "grade_id" in meta}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def text(points: float) -> str:
@@ -124,14 +189,33 @@ def table(columns: list[Column], fmt: str) -> list[list[str]]:
             + [[student, *cells(student)] for student in students])
 
 
-def export(results: Path, assignments: list[str], fmt: str, output: Path) -> tuple[list[Column], list[str]]:
-    """Write the CSV; returns the columns and, for every grade left empty because it is undecided, what to do."""
-    columns = [read(results, assignment) for assignment in assignments]
+def export(results: Path, assignments: list[str], fmt: str, output: Path, gradebook: str | None = None,
+           totals: dict | None = None) -> tuple[list[Column], list[str]]:
+    """Write the CSV; returns the columns and what to tell the instructor: every grade left empty because it is
+    undecided, with what to do, and, without ``gradebook`` (a URL; ``totals``, what it holds, if already read),
+    every assignment whose manual points are left out."""
+    totals = (totals or read_gradebook(gradebook)) if gradebook else None
+    columns = [read(results, assignment, totals, gradebook or "") for assignment in assignments]
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(table(columns, fmt))
     report.write_atomic(output, out.getvalue())
     todo = [f"{column.assignment}, {student}: no score yet, " + NOT_YET[status].format(
-                assignment=column.assignment, student=student, folder=results / column.assignment,
-                where="" if results == Path("results") else f" --results {results / column.assignment}")
+                assignment=column.assignment, student=student, folder=results / column.assignment, url=gradebook,
+                where="" if results == Path("results") else f" --results {results / column.assignment}",
+                **column.details.get(student, {}))
             for column in columns for student, status in sorted(column.pending.items())]
+    for column in columns if gradebook is None else []:
+        manual = manual_cells(column.assignment)
+        if manual:
+            todo.append(f"{column.assignment}: the points graded by hand ({', '.join(manual)}: "
+                        f"{text(sum(manual.values()))} points) are not in {output}, only the automatic ones (out of "
+                        f"{text(column.max_score)}); they are in nbgrader's gradebook: export with --gradebook "
+                        "sqlite:///gradebook.db (from the course folder) to include them")
     return columns, todo
+
+
+def read_gradebook(url: str) -> dict:
+    """Every assignment's totals in the gradebook at ``url`` (``gradebook.read_totals``), read-only."""
+    from autograder import gradebook  # nbgrader: imported only when the export reads a gradebook
+
+    return gradebook.read_totals(url, BadResults)

@@ -98,6 +98,8 @@ def make_mini_book(source, chapters=(), **sphinx_config):
     config["sphinx"]["config"].update(sphinx_config)
     (source / "_config.yml").write_text(yaml.safe_dump(config))
     shutil.copytree(REPO / "_ext", source / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("_static", "_extra"):  # the favicon and what _config.yml names there
+        shutil.copytree(REPO / folder, source / folder)
     (source / "intro.md").write_text("# Intro\n")
     entries = "".join(f"\n  - file: {chapter}" for chapter in chapters)
     (source / "_toc.yml").write_text("format: jb-book\nroot: intro\n" + (f"chapters:{entries}\n" if chapters else ""))

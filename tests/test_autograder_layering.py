@@ -33,7 +33,7 @@ ALLOWED = {
                               "autograder.sandbox"},
     "autograder.cli": {"autograder.gradescope", "autograder.gradebook", "autograder.lms", "autograder.load",
                        "autograder.report", "autograder.run", "autograder.scoring", "autograder.sandbox"},
-    "autograder.lms": {"autograder.report"},
+    "autograder.lms": {"autograder.gradebook", "autograder.report"},
     "autograder.__main__": {"autograder.cli"},
     "autograder": set(),
 }

@@ -23,6 +23,7 @@ import jsonschema
 import pytest
 
 from autograder import gradescope
+from tests.conftest import missing_tool
 from tests.grading import REPO, reference, with_cell
 
 ASSIGNMENT = "ex2_layernorm"
@@ -85,7 +86,7 @@ CASES = {
 def day(tmp_path_factory) -> dict:
     """case -> (the README block's completed process, the results.json it left)."""
     if shutil.which("unzip") is None:
-        pytest.fail("the README's Gradescope commands need `unzip` (Debian: apt-get install unzip)")
+        missing_tool("unzip is not installed", "Debian's unzip package; the README's Gradescope commands use it")
     return {case: gradescope_day(tmp_path_factory.mktemp(case), notebook_for) for case, notebook_for in CASES.items()}
 
 

@@ -5,7 +5,6 @@ import sys
 import pytest
 import addnorm_helpers  # chapters/ is on pytest's pythonpath (pyproject.toml)
 import torch
-from tests.conftest import REPO
 
 
 def test_seed_everything_makes_torch_draws_repeat(capsys):

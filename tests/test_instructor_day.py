@@ -15,7 +15,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,6 +29,7 @@ from nbgrader.api import Gradebook
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import REPO
+from tests.test_browser import CHROMIUM_ARGS
 from tests.mistakes import MISTAKES
 
 pytestmark = [pytest.mark.slow, pytest.mark.nbgrader, pytest.mark.browser]
@@ -48,8 +48,6 @@ CLASS = {  # student -> (what Canvas's file name adds after the student, how the
     "yangcy": ("LATE_103_9003", "forged"),
     "okaforchi": ("104_9004", "correct, resubmitted"),
 }
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 
 
 # ---- the class --------------------------------------------------------------------------------------------
@@ -226,12 +224,8 @@ def grade_by_hand(page) -> None:
         page.keyboard.press("Tab")
 
 
-def in_formgrader(base: str, token: str) -> SubmissionPage:
+def in_formgrader(chromium: str, base: str, token: str) -> SubmissionPage:
     """Look at the forged submission, then grade the learner's written answer; returns what the forged page showed."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Chromium is not installed. Run `tools/install_system_packages.sh` as root: it installs "
-                    "Debian's chromium package. The browser tests never download a browser.")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         context = browser.new_context()
@@ -259,7 +253,7 @@ class Day:
 
 
 @pytest.fixture(scope="module")
-def day(tmp_path_factory) -> Day:
+def day(tmp_path_factory, chromium) -> Day:
     scratch = tmp_path_factory.mktemp("instructor")
     course = clone_files(scratch / "course")
     (course / "downloaded" / ASSIGNMENT / "archive").mkdir(parents=True)
@@ -270,7 +264,7 @@ def day(tmp_path_factory) -> Day:
         for line in readme_day():
             if line.startswith("jupyter server"):
                 server = Server(line, course, env)
-                forged_page = in_formgrader(*server.url())
+                forged_page = in_formgrader(chromium, *server.url())
                 continue
             done = subprocess.run(["bash", "-c", line], cwd=course, env=env, capture_output=True, text=True,
                                   timeout=900)
@@ -365,6 +359,30 @@ def test_exported_scores_of_the_others_are_their_autograded_points(day):
     automatic = {s: json.loads((day.course / "results" / ASSIGNMENT / f"{s}.json").read_text())["score"]
                  for s in CLASS if s != "lovelaceada"}
     assert {s: exported(day)[s] for s in automatic} == automatic and automatic["bakerben"] < 7.0
+
+
+def lms_exported(day: Day) -> dict[str, str]:
+    """student -> ex3 cell of the CSV for Canvas that the README's `python -m autograder export` line wrote."""
+    (line,) = [line for line in day.ran if line.startswith("python -m autograder export")]
+    written = day.course / re.search(r"-o (\S+)", line)[1]
+    return {row["SIS Login ID"]: row[ASSIGNMENT] for row in csv.DictReader(written.open())
+            if row["Student"] != "Points Possible"}
+
+
+def test_lms_export_does_not_overwrite_nbgraders_grades_csv(day):
+    assert "-o grades.csv" not in "\n".join(day.ran) and (day.course / "grades.csv").is_file()
+
+
+def test_lms_export_gives_the_autograded_points_plus_the_points_typed_by_hand(day):
+    assert lms_exported(day)["lovelaceada"] == "9.5" == f"{7.0 + MANUAL_POINTS:g}"
+
+
+def test_lms_export_leaves_a_written_answer_not_graded_yet_without_a_score_and_names_it(day):
+    others = sorted(set(CLASS) - {"lovelaceada"})
+    assert {student: lms_exported(day)[student] for student in others} == {student: "" for student in others}
+    err = line_of(day, "python -m autograder export").stderr
+    assert all(f"{ASSIGNMENT}, {student}: no score yet, not graded by hand yet: grade the written answer "
+               f"written_answer of {student} in the formgrader first" in err for student in others), err
 
 
 def test_every_student_gets_a_feedback_page(day):

@@ -20,6 +20,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from tests.catalogue import ASSIGNMENTS, catalogue
+from tests.conftest import say
 from tests.grading import REPO, blank, measured_scores, reference, results_of, run_grader, with_cells
 from tools.release_exercises import run_nbgrader
 
@@ -60,9 +61,11 @@ def make_course(folder, assignment):
 
 
 @pytest.fixture(scope="module")
-def both_ways(tmp_path_factory):
+def both_ways(tmp_path_factory, request):
     """assignment -> (nbgrader's scores, our scores), each {student: {part: score}}."""
     courses = {a: tmp_path_factory.mktemp(a) for a in ASSIGNMENTS}
+    say(request.config, f"\n[nbgrader] autograding {sum(len(students(a)) for a in ASSIGNMENTS)} notebooks of "
+                        f"{len(ASSIGNMENTS)} assignments in their kernels (about 7 min on 2 cores)")
     for assignment, course in courses.items():
         make_course(course, assignment)
         done = run_nbgrader(["generate_assignment", assignment], course)
@@ -74,8 +77,10 @@ def both_ways(tmp_path_factory):
         running.append(subprocess.Popen(command, cwd=course, env=nbgrader_env(), stdout=log, stderr=log))
         if len(running) == 2:
             running.pop(0).wait(timeout=1800)
+        say(request.config, f"[nbgrader] started {assignment}")
     for process in running:
         process.wait(timeout=1800)
+    say(request.config, "[nbgrader] done; the sandboxed grader now grades the same notebooks")
     # Two graders starting kernels at once can race for the same TCP port, and nbgrader then
     # drops that submission; a second, sequential pass autogrades exactly the ones it dropped.
     for assignment, course in courses.items():

@@ -102,3 +102,11 @@ def test_the_project_builds_a_wheel_with_the_autograder_its_suites_and_schema(tm
     assert {"autograder/gradescope_results.schema.json", "autograder/suites/ex2_layernorm/test_layer_norm.py",
             "autograder/sandboxed/zygote.py", "tools/editions.py"} <= names
     assert not any(name.startswith(("chapters/", "tests/", "solutions/")) for name in names)
+
+
+def test_every_file_the_readme_names_exists():
+    named = set(re.findall(r"`((?:tests|tools|benchmarks|autograder|_ext|_static|chapters|zh)/[\w./-]+\.\w+)`",
+                           (REPO / "README.md").read_text()))
+    assert len(named) > 10
+    placeholders = re.compile(r"\bNN\b|NN_|\bNAME\b")  # chapters/NN_topic.md stands for every chapter
+    assert sorted(path for path in named if not placeholders.search(path) and not (REPO / path).exists()) == []

@@ -9,7 +9,6 @@ import os
 import struct
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest

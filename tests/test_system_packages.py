@@ -1,4 +1,4 @@
-"""tools/install_system_packages.sh installs chromium, bubblewrap and a CJK font when, and only when, they are missing.
+"""tools/install_system_packages.sh installs chromium, bubblewrap, a CJK font and unzip when, and only when, they are missing.
 
 The script runs against stand-in commands on a PATH of their own: a fake apt-get that
 records its arguments, a fake id that says who runs it, and a fake dpkg-query that knows
@@ -49,23 +49,23 @@ def fake_system(tmp_path):
 def test_installs_every_package_when_all_are_missing(fake_system):
     result, calls = fake_system()()
     assert result.returncode == 0, result.stderr
-    assert calls == ["update -q", "install -y -q --no-install-recommends chromium bubblewrap fonts-noto-cjk"]
+    assert calls == ["update -q", "install -y -q --no-install-recommends chromium bubblewrap fonts-noto-cjk unzip"]
 
 
 def test_installs_only_the_missing_package(fake_system):
-    result, calls = fake_system(installed=["bwrap", "fonts-noto-cjk"])()
+    result, calls = fake_system(installed=["bwrap", "fonts-noto-cjk", "unzip"])()
     assert result.returncode == 0, result.stderr
     assert calls[-1] == "install -y -q --no-install-recommends chromium"
 
 
 def test_installs_the_cjk_font_when_only_it_is_missing(fake_system):
-    result, calls = fake_system(installed=["chromium", "bwrap"])()
+    result, calls = fake_system(installed=["chromium", "bwrap", "unzip"])()
     assert result.returncode == 0, result.stderr
     assert calls[-1] == "install -y -q --no-install-recommends fonts-noto-cjk"
 
 
 def test_does_nothing_when_everything_is_installed(fake_system):
-    result, calls = fake_system(installed=["chromium", "bwrap", "fonts-noto-cjk"])()
+    result, calls = fake_system(installed=["chromium", "bwrap", "fonts-noto-cjk", "unzip"])()
     assert result.returncode == 0
     assert calls == []
 
@@ -75,13 +75,13 @@ def test_a_user_with_sudo_rights_installs_through_sudo(fake_system):
     assert result.returncode == 0, result.stderr
     assert calls == ["sudo DEBIAN_FRONTEND=noninteractive apt-get update -q",
                      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-                     "chromium bubblewrap fonts-noto-cjk"]
+                     "chromium bubblewrap fonts-noto-cjk unzip"]
 
 
 def test_without_root_or_sudo_it_names_the_skipped_tests_and_lets_the_suite_run(fake_system):
     result, calls = fake_system(uid=1000)()
     assert result.returncode == 0
-    assert "will be skipped" in result.stderr and "apt-get install chromium bubblewrap fonts-noto-cjk" in result.stderr
+    assert "will be skipped" in result.stderr and "apt-get install chromium bubblewrap fonts-noto-cjk unzip" in result.stderr
     assert calls == []
 
 

@@ -3,6 +3,7 @@
 #   chromium        the browser that the browser tests drive with Playwright (never a downloaded one)
 #   bubblewrap      the sandbox of the autograder (bwrap)
 #   fonts-noto-cjk  a Chinese font for Chromium, so the Chinese edition's pages render (and are tested) as readers see them
+#   unzip           the README's way to try a Gradescope autograder zip before uploading it
 # As root it installs with apt-get; as a user with sudo rights, with `sudo apt-get` (sudo may ask for your password).
 # Safe to run again: with everything present it does nothing.
 # When nothing can install them: in CI (CI set) it exits 1; elsewhere it says which tests will be skipped and exits 0,
@@ -14,9 +15,10 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 font_status=$(dpkg-query -W -f='${Status}' fonts-noto-cjk 2>/dev/null || true)
 [[ "$font_status" == *"ok installed"* ]] || missing+=(fonts-noto-cjk)
+command -v unzip >/dev/null 2>&1 || missing+=(unzip)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: chromium, bubblewrap and fonts-noto-cjk are installed"
+  echo "system packages: chromium, bubblewrap, fonts-noto-cjk and unzip are installed"
   exit 0
 fi
 

@@ -5,7 +5,6 @@
 """
 
 import argparse
-import sys
 import time
 
 from tests.catalogue import catalogue, variants
