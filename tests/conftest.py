@@ -62,7 +62,10 @@ def missing_tool(what: str, install: str) -> None:
 def say(config, line: str) -> None:
     """Print a progress line between test results, for the steps that take minutes."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():  # fixtures run with output captured; this line is for the reader
         reporter.write_line(line)
 
 
