@@ -89,12 +89,14 @@ class Submission:
         self.transport = transport
         self.used: set[str] = set()
         self.tampered = False
+        self.ran: set[str] = set()  # the notebook code the requests ran ("cell:first:last")
 
     def request(self, op: str, **fields) -> dict:
         answer = self.transport({"op": op, **fields})
         monitor = answer.get("monitor") or {}
         self.used.update(tag for tag in monitor.get("used", ()) if type(tag) is str)
         self.tampered = self.tampered or monitor.get("tampered") is True
+        self.ran.update(item for item in monitor.get("ran", ()) if type(item) is str)
         if "error" in answer:
             error = answer["error"] if type(answer["error"]) is dict else {}
             raise StudentError(str(error.get("type", "Error")), str(error.get("message", "")))

@@ -10,8 +10,10 @@ locked self-checks, known by their nbgrader ``grade_id``) are left out. Every pr
 duplicated cells) becomes a message in the student's result; a notebook with any
 readable code is still graded.
 
-Each kept cell is also scanned, without running it (``scan.scan``): a ``tampering``
-finding gets the submission 0, a ``review`` finding holds its points for the instructor.
+Each kept cell is also scanned, without running it (``scan.scan``). A finding costs nothing by
+itself: ``evidence`` holds a part for review only when the part's graded calls ran the line it is
+on, and only for constructs with no honest use there; every other finding is reported to the
+instructor with its line quoted.
 """
 
 from __future__ import annotations
@@ -50,14 +52,6 @@ class Entry:
     problems: list[str] = field(default_factory=list)
     readable: bool = True
     findings: list[scan.Finding] = field(default_factory=list)  # their ``what`` starts with "cell N, line L: "
-
-    @property
-    def tampering(self) -> list[str]:
-        return [finding.what for finding in self.findings if finding.kind == "tampering"]
-
-    @property
-    def review(self) -> list[str]:
-        return [finding.what for finding in self.findings if finding.kind == "review"]
 
 
 @cache
@@ -281,10 +275,13 @@ def cells(assignment: str, entry: Entry, raw_cells: list) -> None:
             entry.problems.append("the notebook holds more code than the grader reads; later cells were skipped")
             break
         entry.cells.append(Cell(label, python))
+        lines = python.splitlines()
         for finding in scan.scan(python):
             if sum(f.kind == finding.kind for f in entry.findings) < MAX_FINDINGS:  # per kind: see scan._Findings
                 where = f"cell {label}, line {finding.line}" if finding.line else f"cell {label}"
-                entry.findings.append(dataclasses.replace(finding, what=f"{where}: {finding.what}"))
+                quote = lines[finding.line - 1].strip()[:120] if finding.line and finding.line <= len(lines) else ""
+                entry.findings.append(dataclasses.replace(finding, what=f"{where}: {finding.what}", cell=label,
+                                                          quote=quote))
     for grade_id in sorted(solutions):
         if grade_id not in present:
             entry.problems.append(f"the answer cell '{grade_id}' is missing (deleted or replaced?); "

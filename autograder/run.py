@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from autograder import report, scan, scoring
+from autograder import evidence, report, scan, scoring
 from autograder.checks import Submission, WorkerLost
 from autograder.sandbox import Sandbox
 from autograder.sandboxed import wire
@@ -149,7 +149,7 @@ class Session:
                 for finding in scan.scan(source[:64 * 1024]):
                     text = f"code it compiled at run time {finding.what}"
                     if all(text != f.what for f in self.findings):
-                        self.findings.append(scan.Finding(finding.kind, None, text))
+                        self.findings.append(scan.Finding(finding.kind, None, text, finding.group))
 
     def close(self) -> int:
         if self.worker is not None:
@@ -177,17 +177,13 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -
 REVIEW = wire.REVIEW
 
 
-def tampering(assignment, entry, problems: list[str], found: list[str], seconds: float, isolation: str) -> dict:
-    """Every task at 0, each finding named."""
-    parts = scoring.zero(assignment, "tampering", "0 points: the code reaches for the grader's or PyTorch's internals")
-    return report.result(assignment, entry.student_id, entry.digest, "tampering", parts,
-                         problems + [f"{what}: all tasks get 0" for what in found], seconds, isolation)
-
-
 def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
-    """The result of one readable submission."""
-    if entry.tampering:
-        return tampering(assignment, entry, entry.problems, entry.tampering, 0.0, sandbox.isolation)
+    """The result of one readable submission.
+
+    Points: what the tests measured, less the parts whose calls used what they forbid
+    (``scoring``). Held: the parts ``evidence`` names, each with its reasons. Reported: the
+    other findings, for the instructor only (``extra_data.instructor_notes``).
+    """
     graded = grade_submission(assignment, entry.cells, sandbox, slot, limits)
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
     problems = entry.problems + graded.cell_errors + graded.refusals
@@ -200,23 +196,25 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
                  if event not in ("sandbox_violation", "protocol_violation")]
     problems += [f"caught by the sandbox: the code {what.removeprefix(REVIEW)}" for what in graded.attempts]
-    tampered = [f"{f.what}" for f in graded.findings if f.kind == "tampering"]
-    tampered += ["it switched off the grader's monitor of built-ins" for part in graded.parts if part.tampered][:1]
-    review = list(entry.review) + [f.what for f in graded.findings if f.kind == "review"]
-    review += [f"the code {what.removeprefix(REVIEW)}" for what in graded.attempts if what.startswith(REVIEW)]
-    if any(not what.startswith(REVIEW) for what in graded.attempts):
+    if graded.attempts:
         graded.events.append("sandbox_violation")
-    if tampered:
-        return tampering(assignment, entry, problems, tampered, graded.seconds, sandbox.isolation)
     status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars,
                                    wire.OUTPUT_LIMIT)
-    parts = graded.parts
-    if review:
+    findings = entry.findings + graded.findings
+    rules = {part.name: part.forbidden for part in scoring.collect(assignment)}
+    held = []
+    for part in graded.parts:
+        reasons = evidence.hold_reasons(part, rules.get(part.name, frozenset()), findings)
+        if reasons and part.score > 0:
+            scoring.hold(part, "held for your instructor's review: " + "; ".join(reasons[:3]))
+            problems += [f"{part.title} held for review: {reason}" for reason in reasons]
+            held += reasons
+    if held:
         status = "review"
-        parts = scoring.hold(parts, "held for your instructor's review: " + "; ".join(review[:3]))
-        problems += [f"held for review: {what}" for what in review]
-    return report.result(assignment, entry.student_id, entry.digest, status, parts, problems, graded.seconds,
+    data = report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems, graded.seconds,
                          sandbox.isolation)
+    data["extra_data"]["instructor_notes"] = evidence.reported(findings, held)
+    return data
 
 
 # --- a class ----------------------------------------------------------------------------

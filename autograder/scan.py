@@ -59,7 +59,7 @@ TAMPERING = {
     "introspection": ("reaches into other frames or objects of the interpreter", {
         "settrace", "setprofile", "addaudithook", "get_objects", "get_referrers", "get_referents", "__subclasses__",
         "__globals__", "__closure__", "__code__", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
-        "f_trace", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "_getframe", "_getframemodulename",
+        "f_trace", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "_getframe", "_getframemodulename", "cell_contents",
         "_current_frames", "_current_exceptions", "currentframe", "walk_stack", "walk_tb", "pdb", "bdb",
         "call_tracing",
     }, {"sys.monitoring", "sys.settrace", "sys.setprofile", "gc.get_objects"}),
@@ -74,6 +74,8 @@ TAMPERING = {
         "ctypes", "_ctypes", "cffi", "_imp", "marshal", "load_library", "cpp_extension", "load_inline",
         "_testcapi", "_xxsubinterpreters", "_interpreters",
     }, {"torch.ops.load_library"}),
+    # Autograd's graph: a hand-written backward that reads it replays autograd instead.
+    "autograd": ("reaches into autograd's recorded graph", {"grad_fn", "next_functions"}, set()),
     # Unpickling looks names up from data and calls them: it runs any code it is given.
     "unpickling": ("unpickles data, which can run any code", {
         "pickle", "_pickle", "cPickle", "cloudpickle", "dill", "copyreg", "copy_reg", "shelve", "joblib",
@@ -144,6 +146,9 @@ class Finding:
     kind: str  # "tampering" or "review"
     line: int | None  # in the cell, counting from 1
     what: str  # a short sentence for the learner
+    group: str = ""  # the key of TAMPERING or REVIEW it comes from
+    cell: str | None = None  # the notebook cell's label, filled in by ``load``
+    quote: str = ""  # the line of the cell it is on, filled in by ``load``
 
 
 # --- IPython's input transformation ----------------------------------------------------------------------------
@@ -261,29 +266,29 @@ class _Findings:
         self.seen: dict[tuple[str, str], Finding] = {}
         self.count = {"tampering": 0, "review": 0}
 
-    def add(self, kind: str, line: int | None, what: str) -> None:
+    def add(self, kind: str, line: int | None, what: str, group: str = "") -> None:
         key = (kind, what)
         known = self.seen.get(key)
         if known is None:
             if self.count[kind] < MAX_FINDINGS:  # per kind: review findings never crowd out a tampering one
-                self.seen[key] = Finding(kind, line, what)
+                self.seen[key] = Finding(kind, line, what, group)
                 self.count[kind] += 1
         elif line is not None and (known.line is None or line < known.line):
-            self.seen[key] = Finding(kind, line, what)  # report the first line it happens on
+            self.seen[key] = Finding(kind, line, what, group)  # report the first line it happens on
 
     def name(self, name: str, line, shown: str | None = None, bare: bool = False, tampering_only: bool = False) -> bool:
         """A finding if ``name`` is flagged; ``bare``: it is a variable, not an attribute."""
         shown = shown or name
         if name in TAMPER_NAMES:
-            self.add("tampering", line, f"{TAMPERING[TAMPER_NAMES[name]][0]} ({shown})")
+            self.add("tampering", line, f"{TAMPERING[TAMPER_NAMES[name]][0]} ({shown})", TAMPER_NAMES[name])
             return True
         if tampering_only:
             return False
         if name in REVIEW_NAMES:
-            self.add("review", line, f"{REVIEW[REVIEW_NAMES[name]][0]} ({shown})")
+            self.add("review", line, f"{REVIEW[REVIEW_NAMES[name]][0]} ({shown})", REVIEW_NAMES[name])
             return True
         if bare and name in BARE:
-            self.add("review", line, f"{REVIEW[BARE[name]][0]} ({shown})")
+            self.add("review", line, f"{REVIEW[BARE[name]][0]} ({shown})", BARE[name])
             return True
         return False
 
@@ -306,6 +311,8 @@ class _Findings:
                     tampering = (TAMPER_NAMES[part], i)
                 elif i and parts[0] == "torch" and part[:1] == "_" and not part.endswith("__"):
                     tampering = ("torch", i)
+                elif i and part.startswith("_saved_"):  # grad_fn._saved_self, however grad_fn was reached
+                    tampering = ("autograd", i)
             if review is None:
                 if part == "ops" and parts[i + 1: i + 2] and parts[i + 1] in OPERATOR_NAMESPACES:
                     review = ("lookup", i + 1)  # x.ops.aten: torch.ops under another name
@@ -322,26 +329,26 @@ class _Findings:
             spelled = spelled or parts
             shown = ".".join(spelled[: max(1, found[1] + 1 - (len(parts) - len(spelled)))][:MAX_PATH_PREFIX])
         if tampering:
-            self.add("tampering", line, f"{TAMPERING[tampering[0]][0]} ({shown})")
+            self.add("tampering", line, f"{TAMPERING[tampering[0]][0]} ({shown})", tampering[0])
         else:
-            self.add("review", line, f"{REVIEW[review[0]][0]} ({shown})")
+            self.add("review", line, f"{REVIEW[review[0]][0]} ({shown})", review[0])
         return True
 
     def string(self, text: str, line) -> None:
         if len(text) < MAX_STRING:
-            for kind, what in _string_findings(text):
-                self.add(kind, line, what)
+            for kind, what, group in _string_findings(text):
+                self.add(kind, line, what, group)
 
     def list(self) -> list[Finding]:
         return sorted(self.seen.values(), key=lambda f: (f.line or 0, f.kind, f.what))
 
 
 @lru_cache(maxsize=4096)
-def _string_findings(text: str) -> tuple[tuple[str, str], ...]:
+def _string_findings(text: str) -> tuple[tuple[str, str, str], ...]:
     """Names in a string constant: the whole string, dotted or path-like words, distinctive tokens."""
     found = _Findings()
     if "/proc/" in text:
-        found.add("tampering", None, f"{TAMPERING['native'][0]} (\"/proc/...\")")
+        found.add("tampering", None, f"{TAMPERING['native'][0]} (\"/proc/...\")", "native")
     stripped = text.strip()
     if not (IDENTIFIER.fullmatch(stripped) and found.name(stripped, None, f'"{stripped}"')):
         hit = False
@@ -350,7 +357,7 @@ def _string_findings(text: str) -> tuple[tuple[str, str], ...]:
         for token in [] if hit else IDENTIFIER.findall(text):
             if token not in WORDS and (token in TAMPER_NAMES or token in REVIEW_NAMES):
                 found.name(token, None, f'"{token}"')
-    return tuple((f.kind, f.what) for f in found.seen.values())
+    return tuple((f.kind, f.what, f.group) for f in found.seen.values())
 
 
 def _parse(source: str, found: _Findings):
@@ -419,7 +426,7 @@ def _scan_tokens(text: str, offset: int, found: _Findings) -> None:
                 probe.path(parts, line)
     for finding in probe.seen.values():
         if finding.kind == "tampering":
-            found.add(finding.kind, finding.line, finding.what)
+            found.add(finding.kind, finding.line, finding.what, finding.group)
 
 
 class _Scan:
@@ -479,7 +486,7 @@ class _Scan:
             if len(args) < 2 or any(type(a) is ast.Starred for a in args[:2]) or node.keywords or not (
                     type(args[1]) is ast.Constant and type(args[1].value) is str):
                 self.found.add("review", self.line(node), f"builds an attribute name at run time ({func.id} with a "
-                                                          "computed name)")
+                                                          "computed name)", "lookup")
             else:  # getattr(torch, "ops") is torch.ops
                 parts, spelled = self.chain(args[0])
                 if parts[0]:
@@ -492,7 +499,7 @@ class _Scan:
     def attribute(self, node: ast.Attribute) -> None:
         self.inner.add(id(node.value))
         if node.attr == "modules" and id(node) not in self.called and self.chain(node)[0][0] not in ("sys", "torch"):
-            self.found.add("review", self.line(node), f"{REVIEW['lookup'][0]} (.modules)")  # sys.modules, renamed
+            self.found.add("review", self.line(node), f"{REVIEW['lookup'][0]} (.modules)", "lookup")  # sys.modules
         if id(node) in self.inner:
             return
         parts, spelled = self.chain(node)
@@ -505,7 +512,7 @@ class _Scan:
             return
         if node.id in VALUE_GETTERS and id(node) not in self.called:
             self.found.add("review", self.line(node), f"passes {node.id} around as a value, so the names it reads "
-                                                      "are not in the code")
+                                                      "are not in the code", "lookup")
         elif node.id in ALL_NAMES or node.id in BARE:
             self.found.name(node.id, self.line(node), bare=True)
 
@@ -519,12 +526,13 @@ class _Scan:
                 parts = (module or "").split(".")
                 self.found.path(parts, line)
                 if parts[0] in STAR_IMPORT_REVIEW:
-                    self.found.add("review", line, f"imports every name of {module} (import *)")
+                    self.found.add("review", line, f"imports every name of {module} (import *)", "lookup")
                 continue
             parts = (f"{module}.{alias.name}" if module else alias.name).split(".")
             if parts[0] in IMPORTED:
                 kind, group = IMPORTED[parts[0]]
-                self.found.add(kind, line, f"{(TAMPERING if kind == 'tampering' else REVIEW)[group][0]} ({parts[0]})")
+                self.found.add(kind, line, f"{(TAMPERING if kind == 'tampering' else REVIEW)[group][0]} ({parts[0]})",
+                               group)
             self.found.path(parts, line)
 
     def constant(self, node: ast.Constant) -> None:

@@ -6,7 +6,7 @@ The suite is collected once per grading run (``collect``): one module per contra
 in ``autograder/suites/<assignment>/test_<part>.py``, each test worth ``@points(n)``,
 parametrized with ``pytest.mark.parametrize``. ``grade`` calls every test with a
 ``Submission`` and returns one ``Outcome`` per test. A part loses all its points when
-the worker reported a use of something the part forbids.
+the worker recorded, during the part's own calls, a use of something the part forbids.
 """
 
 from __future__ import annotations
@@ -78,8 +78,10 @@ class PartScore:
     max_score: float
     outcomes: list[Outcome] = field(default_factory=list)
     note: str = ""
-    tampered: bool = False
+    tampered: bool = False  # the monitor was not the sealed one while this part was graded
     held: float | None = None  # the measured score, while the part is held for review
+    evidence: frozenset = frozenset()  # every tag the monitor recorded during this part's calls
+    ran: tuple = ()  # the notebook code its calls ran, as the worker reported it ("cell:first:last")
 
 
 def assignments() -> list[str]:
@@ -149,8 +151,13 @@ def run_test(test: Test, sub: Submission) -> Outcome:
 
 
 def grade_part(part: Part, sub: Submission, on_crash=lambda what: None) -> PartScore:
-    """Every test of ``part``; a worker that ends costs the tests of this part it had left, no more."""
-    sub.used, sub.tampered = set(), False
+    """Every test of ``part``; a worker that ends costs the tests of this part it had left, no more.
+
+    The part loses its points when the monitor recorded a use of what it forbids during its own
+    graded calls: run-time evidence, never a name. What else the monitor recorded (a subclass
+    handler, a changed monitor) and the code the calls ran are kept for ``evidence``.
+    """
+    sub.used, sub.tampered, sub.ran = set(), False, set()
     outcomes = []
     for test in part.tests:
         if outcomes and outcomes[-1].status in WORKER_ENDED:
@@ -160,13 +167,13 @@ def grade_part(part: Part, sub: Submission, on_crash=lambda what: None) -> PartS
         outcomes.append(run_test(test, sub))
         if outcomes[-1].status in WORKER_ENDED:
             on_crash(f"in {part.title} ({outcomes[-1].message})")
-    score = PartScore(part.name, part.title, sum(o.points for o in outcomes), part.points, outcomes)
+    score = PartScore(part.name, part.title, sum(o.points for o in outcomes), part.points, outcomes,
+                      tampered=sub.tampered, evidence=frozenset(sub.used), ran=tuple(sorted(sub.ran)))
     used = sorted(forbidden_uses(part.forbidden, sub.used))
-    if used or sub.tampered:
-        reason = ("it switched off the grader's monitor of built-ins" if sub.tampered
-                  else "it uses " + " and ".join(FORBIDDEN_NAMES.get(tag, tag) for tag in used))
+    if used:
+        reason = "it uses " + " and ".join(FORBIDDEN_NAMES.get(tag, tag) for tag in used)
         score.note = f"0 points: {reason}, which this task forbids"
-        score.score, score.tampered = 0.0, sub.tampered
+        score.score = 0.0
         for outcome in outcomes:
             outcome.points, outcome.passed = 0.0, False
             outcome.status, outcome.message = "forbidden", score.note
@@ -181,14 +188,16 @@ def forbidden_uses(forbidden, used) -> set[str]:
     return found
 
 
-def hold(parts: list[PartScore], note: str) -> list[PartScore]:
-    """Every part at 0 for now, its measured score kept in ``held`` for the instructor to release."""
-    for part in parts:
-        part.held, part.score = part.score, 0.0
-        part.note = note + f" (measured: {part.held:g} / {part.max_score:g})" + (f"; {part.note}" if part.note else "")
-        for outcome in part.outcomes:
-            outcome.points = 0.0
-    return parts
+def hold(part, note: str):
+    """The part (or each part of a list) at 0 for now, its measured score kept in ``held`` for the
+    instructor to release."""
+    if isinstance(part, list):
+        return [hold(one, note) for one in part]
+    part.held, part.score = part.score, 0.0
+    part.note = note + f" (measured: {part.held:g} / {part.max_score:g})" + (f"; {part.note}" if part.note else "")
+    for outcome in part.outcomes:
+        outcome.points = 0.0
+    return part
 
 
 def blocked(assignment: str) -> frozenset[str]:

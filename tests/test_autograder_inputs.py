@@ -288,12 +288,18 @@ def test_shell_cell_magic_is_skipped_with_a_note(tmp_path):
             entry.problems) == (False, True)
 
 
-def test_tampering_finding_names_its_cell_and_line(tmp_path):
+def tampering(entry) -> list[str]:
+    return [finding.what for finding in entry.findings if finding.kind == "tampering"]
+
+
+def test_tampering_finding_names_its_cell_line_and_quotes_the_line(tmp_path):
     notebook = with_cell(ASSIGNMENT, "layer_norm", "%matplotlib inline\nwith torch._C.DisableTorchFunction():\n"
                                                    "    pass\n")
     label = str(cell_index(notebook, "layer_norm") + 1)
-    assert loaded(tmp_path, notebook).tampering == [
-        f"cell {label}, line 2: reaches into PyTorch's dispatch internals (torch._C)"]
+    (finding,) = loaded(tmp_path, notebook).findings
+    assert (finding.what, finding.cell, finding.line, finding.quote, finding.group) == (
+        f"cell {label}, line 2: reaches into PyTorch's dispatch internals (torch._C)", label, 2,
+        "with torch._C.DisableTorchFunction():", "torch")
 
 
 def test_tampering_after_many_review_findings_is_still_reported(tmp_path):
@@ -302,14 +308,14 @@ def test_tampering_after_many_review_findings_is_still_reported(tmp_path):
                            "source": f"d{i} = x{i}.__dict__\n"} for i in range(200)]
     notebook["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                               "source": "core = torch._C\n"})
-    assert loaded(tmp_path, notebook).tampering
+    assert tampering(loaded(tmp_path, notebook))
 
 
 def test_review_finding_is_kept_apart_from_tampering(tmp_path):
     notebook = with_cell(ASSIGNMENT, "layer_norm", "def layer_norm(x, weight, bias, eps=1e-5):\n"
                                                    "    return getattr(F, name)(x)\n")
     entry = loaded(tmp_path, notebook)
-    assert (entry.tampering, len(entry.review)) == ([], 1)
+    assert (tampering(entry), [f.kind for f in entry.findings]) == ([], ["review"])
 
 
 def test_description_of_an_empty_search_names_the_paths_and_what_is_looked_for(tmp_path):

@@ -77,14 +77,17 @@ def test_too_many_items_are_refused():
 
 
 def test_a_trailer_round_trips():
-    trailer = wire.encode_trailer(2**62 + 5, ["autograd"], True, ["starts a thread"], ["x = 1\n"], 42)
-    assert wire.decode_trailer(trailer) == {"number": 2**62 + 5, "monitor": {"used": ["autograd"], "tampered": True},
+    trailer = wire.encode_trailer(2**62 + 5, ["autograd"], True, ["starts a thread"], ["x = 1\n"], 42, ["7:2:5"])
+    assert wire.decode_trailer(trailer) == {"number": 2**62 + 5,
+                                            "monitor": {"used": ["autograd"], "tampered": True, "ran": ["7:2:5"]},
                                             "attempts": ["starts a thread"], "compiled": ["x = 1\n"],
                                             "output_total": 42}
 
 
-@pytest.mark.parametrize("forged", [b"", b"1\n\n0\n\n\n", b"x\n\n0\n\n\n0", b"1\nzz\n0\n\n\n0",
-                                    b"1\n" + b",".join([b"61"] * 101) + b"\n0\n\n\n0", "\u00e9".encode()])
+@pytest.mark.parametrize("forged", [b"", b"1\n\n0\n\n\n0", b"1\n\n0\n\n\n\n", b"x\n\n0\n\n\n0\n",
+                                    b"1\nzz\n0\n\n\n0\n", b"1\n" + b",".join([b"61"] * 101) + b"\n0\n\n\n0\n",
+                                    b"1\n\n0\n\n\n0\n" + b",".join([b"61"] * (wire.MAX_RAN_ITEMS + 1)),
+                                    "\u00e9".encode()])
 def test_a_malformed_trailer_is_refused(forged):
     with pytest.raises(wire.WireError):
         wire.decode_trailer(forged)

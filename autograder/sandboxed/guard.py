@@ -47,10 +47,6 @@ from autograder.sandboxed import wire
 
 FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
 NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
-COMPUTING_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-                  "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor", "NestedTensorCPU",
-                  "QuantizedCPU", "MkldnnCPU",
-                  "SparseCPU", "SparseCsrCPU")
 # PyTorch's own Python implementations of operators: references, decompositions, primitives, meta
 # functions and functorch. A student has no use for them; they contain a norm's forward and backward.
 IMPLEMENTATIONS = ("torch._refs", "torch._decomp", "torch._prims", "torch._prims_common", "torch._meta_registrations",
@@ -84,46 +80,25 @@ def refusal_message(what: str) -> str:
 # --- 1. capabilities removed before any student code ------------------------------------
 
 def remove_capabilities(tags) -> list:
-    """Refuse every normalization operator and Python implementation when ``tags`` name a norm.
+    """Neuter PyTorch's Python implementations of the normalization family when ``tags`` name a norm.
 
-    Returns the dispatcher registrations, which must stay alive (and out of reach) for as long
-    as the refusal should hold: the caller keeps them in a local variable of a frame that
-    never returns.
+    PyTorch's own operators stay: a learner may compare with ``F.layer_norm`` in a cell, and a use
+    inside a graded call is what the monitor records (the evidence that costs a part its points).
+    The Python implementations (``torch._refs``, ``torch._decomp``, ...) compute a norm from
+    elementary operators, which the monitor could not tell from the learner's own; nothing honest
+    uses them. Returns what must stay alive for the refusal to hold (nothing, now).
     """
     if not set(tags) & set(NORM_TAGS):
         return []
     import importlib
-    import warnings
 
     for name in PRELOADED:
         try:
             importlib.import_module(name)
         except Exception:  # an optional package that fails to import cannot be used either
             pass
-    libraries: dict[str, object] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is the point
-        for qualified in torch._C._dispatch_get_all_op_names():
-            if not tag_of(qualified):
-                continue
-            namespace, _, name = qualified.partition("::")
-            for key in COMPUTING_KEYS:
-                if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
-                    continue
-                if namespace not in libraries:
-                    libraries[namespace] = torch._C._dispatch_library("IMPL", namespace, "")
-                libraries[namespace].impl(name, key, _kernel_refusal(qualified))
     _neuter_python_implementations()
-    return list(libraries.values())
-
-
-def _kernel_refusal(qualified: str):
-    message = refusal_message(f"PyTorch's {qualified} operator")
-
-    def refuse(*args, **kwargs):
-        raise Refused(message)
-
-    return refuse
+    return []
 
 
 def _neuter_python_implementations() -> None:
@@ -206,10 +181,16 @@ MAX_SOURCE_CHARS = 64 * 1024
 
 
 def audit_hook(home: str, me: int):
-    """Install the worker's audit hook; returns ``drain() -> (attempts, sources)`` for the trusted loop."""
+    """Install the worker's audit hook.
+
+    Returns ``drain() -> (attempts, sources)`` and ``permit(function, *args)``, which calls one
+    refused function for the trusted loop (``sys.setprofile``, to switch the code recorder on and
+    off around a graded call). Both stay in the loop's frame, out of student code's reach.
+    """
     import os
     import traceback
 
+    permitted = [False]
     attempts: list[str] = []
     sources: list[str] = []
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
@@ -241,7 +222,7 @@ def audit_hook(home: str, me: int):
                                                                          "warn_external"))
 
     def hook(event: str, args: tuple) -> None:
-        if looking[0]:
+        if looking[0] or permitted[0]:
             return
         if event == "marshal.loads" and caller()[0] not in IMPORT_SYSTEM:
             note("unmarshals code")
@@ -293,8 +274,15 @@ def audit_hook(home: str, me: int):
         sources.clear()
         return found, compiled
 
+    def permit(function, *args):
+        permitted[0] = True
+        try:
+            return function(*args)
+        finally:
+            permitted[0] = False
+
     sys.addaudithook(hook)
-    return drain
+    return drain, permit
 
 
 def _within(module: str, packages) -> bool:
@@ -316,8 +304,13 @@ _requires_grad = torch._C.TensorBase.requires_grad.__get__
 class Monitor:
     """Records the normalization built-ins and the autograd use of the code run while it is active.
 
-    ``refuse``: tags whose built-ins fail when called (the in-kernel nbgrader mode, where no
-    kernel is removed); in the sandbox the kernels themselves refuse.
+    Tags recorded: a norm's (``layer_norm``...), ``autograd`` (the engine's entry points, forward-mode
+    dual numbers, or any operator given a tensor that requires grad or carries a graph: under the
+    hand-written backward parts' ``no_grad`` that is a recorded graph being replayed) and
+    ``subclass`` (a tensor subclass's own ``__torch_function__`` or ``__torch_dispatch__`` handled
+    the call: PyTorch runs it with this mode switched off, so what it does is out of sight).
+
+    ``refuse``: tags whose built-ins fail when called (the in-kernel nbgrader mode).
     """
 
     def __init__(self, refuse=frozenset()):
@@ -329,12 +322,16 @@ class Monitor:
 
         class Functions(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
-                monitor.saw_function(func)
+                monitor.saw_function(func, types)
                 return func(*args, **(kwargs or {}))
 
         class Operators(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return False  # else PyTorch wraps the handler in one that imports torch._dynamo on first use
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                monitor.saw_operator(func, args, kwargs)
+                monitor.saw_operator(func, types, args, kwargs)
                 return func(*args, **(kwargs or {}))
 
         # The function mode sees Python-level entry points the dispatch mode cannot tell apart (functorch's
@@ -346,7 +343,9 @@ class Monitor:
         if tag in self.refuse:
             raise Refused(refusal_message(f"a PyTorch {tag.replace('_', '-')} built-in"))
 
-    def saw_function(self, func) -> None:
+    def saw_function(self, func, types=()) -> None:
+        if types and _own_handler(types, "__torch_function__"):
+            self.record("subclass")
         try:
             tag = self.functions_seen.get(func, False)
         except TypeError:  # unhashable callables
@@ -363,16 +362,18 @@ class Monitor:
         if tag:
             self.record(tag)
 
-    def saw_operator(self, func, args, kwargs) -> None:
+    def saw_operator(self, func, types, args, kwargs) -> None:
+        if types and _own_handler(types, "__torch_dispatch__"):
+            self.record("subclass")
         known = self.operators_seen.get(func)
         if known is None:
             name = str(func)
             known = self.operators_seen[func] = (tag_of(name) if "backward" not in name else None,
-                                       bool(AUTOGRAD_OPS.search(name)))
+                                                 bool(AUTOGRAD_OPS.search(name)))
         tag, dual = known
         if tag:
             self.record(tag)
-        if dual or (_grad_enabled() and _records_a_graph(args, kwargs)):
+        if dual or _carries_grad(args, kwargs):
             self.record("autograd")
 
     def __enter__(self):
@@ -399,9 +400,54 @@ class Monitor:
         self.used = set()
         return report
 
+    def seal(self):
+        """``unchanged() -> bool``: are the monitor's objects the ones in place now?
 
-def _records_a_graph(args, kwargs) -> bool:
-    """True when some tensor argument requires grad: with grad mode on, the operator records a graph."""
+        Student code can patch Python objects it reaches; a patch to the monitor, its modes, their
+        classes or this module that outlives a request is evidence that the monitor was switched
+        off. Made in the zygote, before any student code; called by the worker's loop after each
+        request.
+        """
+        namespace = globals()
+
+        def fingerprint() -> list:
+            items = [("module", key, id(value)) for key, value in namespace.items()]
+            items += [("monitor", key, id(value)) for key, value in vars(self).items() if key != "used"]
+            for cls in (Monitor, type(self.functions), type(self.operators)):
+                for key, value in vars(cls).items():
+                    items.append((cls.__name__, key, id(value)))
+                    code = getattr(value, "__code__", None)
+                    if code is not None:
+                        items.append((cls.__name__, key, id(code)))
+                        cells = getattr(value, "__closure__", None) or ()
+                        items += [(cls.__name__, key, id(cell.cell_contents)) for cell in cells]
+            return items
+
+        sealed = fingerprint()
+        return lambda: fingerprint() == sealed
+
+
+# PyTorch's own handlers: the default __torch_function__ of torch.Tensor and the disabled ones (nn.Parameter's).
+_DEFAULT_HANDLERS = {torch.Tensor.__torch_function__.__func__, torch._C._disabled_torch_function_impl,
+                     torch._C._disabled_torch_dispatch_impl}
+_handler_of: dict = {}  # (type, name) -> whether the type has a handler of its own
+
+
+def _own_handler(types, name: str) -> bool:
+    """Does one of ``types`` (the tensor types PyTorch is about to hand the call to) define ``name`` itself?"""
+    for kind in types:
+        known = _handler_of.get((kind, name))
+        if known is None:
+            handler = getattr(kind, name, None)
+            known = _handler_of[(kind, name)] = getattr(handler, "__func__", handler) not in _DEFAULT_HANDLERS
+        if known:
+            return True
+    return False
+
+
+def _carries_grad(args, kwargs) -> bool:
+    """True when some tensor argument requires grad (with grad mode on, the operator records a graph;
+    with it off, the tensor comes from a graph recorded earlier)."""
     for value in list(args) + list(dict.values(kwargs or {})):
         if isinstance(value, _TensorBase) and _requires_grad(value):
             return True
@@ -409,3 +455,68 @@ def _records_a_graph(args, kwargs) -> bool:
             if any(isinstance(v, _TensorBase) and _requires_grad(v) for v in value):
                 return True
     return False
+
+
+# --- 4. what student code ran during a graded call -------------------------------------------------
+
+MAX_CODES = 100_000  # distinct code objects looked at per request (library code included)
+MAX_CELL_CODES = 4096  # notebook code objects recorded per request
+
+
+def code_recorder():
+    """``(profile, drain)``: a profile function that notes the notebook code objects called while it
+    is installed, and ``drain() -> ["label:first:last", ...]`` naming them (cell and line range). The
+    grader uses it to tell which cells' code a graded call ran, so that a construct found in a cell
+    counts only against the parts whose calls ran it.
+    """
+    seen: dict = {}  # code -> is it notebook code
+    cells: dict = {}
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            known = seen.get(code)
+            if known is None and len(seen) < MAX_CODES:
+                name = code.co_filename
+                known = seen[code] = type(name) is str and name.startswith("<cell ") and name.endswith(">")
+            if known and len(cells) < MAX_CELL_CODES:
+                cells[code] = None
+
+    def drain() -> list[str]:
+        ran = set()
+        for code in cells:
+            lines = [line for _, _, line in code.co_lines() if line is not None]
+            ran.add(f"{code.co_filename[6:-1]}:{min([code.co_firstlineno, *lines])}:{max([code.co_firstlineno, *lines])}")
+        cells.clear()
+        return sorted(ran)
+
+    return profile, drain
+
+
+# --- 5. recording kernels for the norms that decompose out of the monitor's sight -------------------------
+
+HIDDEN_COMPOSITES = ("rms_norm", "_fused_rms_norm")  # composite: below them the dispatch mode sees only pow, mean...
+
+
+def recording_kernels(record) -> list:
+    """Give ``aten::rms_norm`` and ``aten::_fused_rms_norm`` composite kernels that ``record("rms_norm")``,
+    then compute exactly what PyTorch's own do (the same operators, in the same order).
+
+    Every other norm of the family reaches a native operator the dispatch mode sees by name; these two
+    decompose above it, so a call with the function mode switched off (inside a tensor subclass's
+    handler) would otherwise leave no trace. Returns the registration, which must stay alive.
+    """
+    library = torch._C._dispatch_library("IMPL", "aten", "")
+
+    def rms(x, normalized_shape, weight=None, eps=None):
+        record("rms_norm")
+        dims = list(range(-len(normalized_shape), 0))
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        up = x.to(torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+        rstd = torch.rsqrt(up.pow(2).mean(dims, keepdim=True).add_(eps))
+        out = up.mul(rstd).type_as(x)
+        return (out if weight is None else out.mul(weight)), rstd
+
+    library.impl("rms_norm", "CompositeImplicitAutograd", lambda *args, **kwargs: rms(*args, **kwargs)[0])
+    library.impl("_fused_rms_norm", "CompositeImplicitAutograd", rms)
+    return [library]

@@ -253,6 +253,7 @@ def tensor_info(t: torch.Tensor) -> TensorInfo:
 
 NUMBER_BYTES = 8
 MAX_TRAILER_ITEMS = 100
+MAX_RAN_ITEMS = 4096  # code objects of the notebook one request ran ("cell:first:last")
 REVIEW = "review: "  # marks an attempt that holds a submission for review (the others the sandbox stops)
 
 
@@ -267,13 +268,14 @@ def split_number(payload: bytes) -> tuple[int, bytes]:
     return int.from_bytes(payload[:NUMBER_BYTES], "big"), payload[NUMBER_BYTES:]
 
 
-def encode_trailer(number: int, used: list, tampered: bool, attempts: list, compiled: list, output_total: int) -> bytes:
+def encode_trailer(number: int, used: list, tampered: bool, attempts: list, compiled: list, output_total: int,
+                   ran: list = ()) -> bytes:
     """The trailer: fields separated by newlines, strings as hex of their UTF-8 bytes."""
-    def strings(items) -> str:
-        return ",".join(str.encode(item, "utf-8", "replace").hex() for item in items[:MAX_TRAILER_ITEMS])
+    def strings(items, limit=MAX_TRAILER_ITEMS) -> str:
+        return ",".join(str.encode(item, "utf-8", "replace").hex() for item in list(items)[:limit])
 
     fields = [str(number), strings(used), "1" if tampered else "0", strings(attempts), strings(compiled),
-              str(output_total)]
+              str(output_total), strings(ran, MAX_RAN_ITEMS)]
     return str.encode("\n".join(fields), "ascii")
 
 
@@ -281,17 +283,18 @@ def decode_trailer(payload: bytes) -> dict:
     """A trailer's fields, bounded and checked; WireError for anything else."""
     try:
         fields = bytes(payload).decode("ascii").split("\n")
-        if len(fields) != 6:
+        if len(fields) != 7:
             raise ValueError
-        number, used, tampered, attempts, compiled, total = fields
+        number, used, tampered, attempts, compiled, total, ran = fields
 
-        def strings(text: str) -> list[str]:
+        def strings(text: str, limit=MAX_TRAILER_ITEMS) -> list[str]:
             items = text.split(",") if text else []
-            if len(items) > MAX_TRAILER_ITEMS:
+            if len(items) > limit:
                 raise ValueError
             return [bytes.fromhex(item).decode("utf-8", "replace") for item in items]
 
-        return {"number": int(number), "monitor": {"used": strings(used), "tampered": tampered == "1"},
+        return {"number": int(number), "monitor": {"used": strings(used), "tampered": tampered == "1",
+                                                   "ran": strings(ran, MAX_RAN_ITEMS)},
                 "attempts": strings(attempts), "compiled": strings(compiled), "output_total": int(total)}
     except ValueError:
         raise WireError("a trailer that is not the worker's") from None

@@ -53,18 +53,39 @@ def warm_up() -> None:
     (out.var(-1) + out.pow(2).mean()).sum().backward()
     torch.rsqrt(x.detach().to(torch.bfloat16).float() + 2).half().float()
     torch.nn.functional.layer_norm(x * 2, (8,)).sum()
-    with guard.Monitor():
+    # Printing a tensor imports modules the worker's audit hook keeps out of student code's reach
+    # (torch._subclasses, for one that requires grad): import them here, where it is allowed.
+    for shown in (x, out, x.detach().half(), x.detach().to(torch.bfloat16), torch.arange(3), torch.zeros(0)):
+        repr(shown), str(shown), f"{shown}"
+    torch._tensor_str._str = print_under_the_monitor
+    with guard.Monitor():  # what the worker does under the monitor, so that lazy imports happen here
         (x * 2).sum()
+        y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+        torch.autograd.grad((y - y.mean(-1, keepdim=True)) * 2, [y], torch.ones(3, 4, dtype=torch.float64))
+        (y * y).sum().backward()
+        torch.autograd.grad(y.pow(2).sum(), y, allow_unused=True)
+        repr(y), str(y * 2)
     executor = Executor()
     executor.decode(executor.encode({"value": [x, torch.float16, None, 1.5, "s", attn]}))
+
+
+def print_under_the_monitor(self, *, tensor_contents=None):
+    """PyTorch's ``_tensor_str._str`` without ``_disable_current_modes``: printing pops every dispatch
+    mode, and the worker refuses that (the monitor is one). Printing then runs a few elementary
+    operators in the monitor's sight, which record nothing a rule forbids."""
+    with torch.no_grad():
+        functorch_off = torch._C._DisableFuncTorch()  # noqa: F841 - as PyTorch's own, while it lives
+        return torch._tensor_str._str_intern(self, tensor_contents=tensor_contents)
 
 
 def serve(sock: socket.socket, home: str, monitor) -> None:
     """The worker's loop: one numbered request in; its answer and a trailer out.
 
     The trailer carries the request's number (which student code never sees), what the
-    monitor and the audit hook recorded while the request ran, the sources compiled at run
-    time and the output count. The channel is read and written with ``os.read``/``os.write``
+    monitor and the audit hook recorded while the request ran (and whether the monitor was
+    still the sealed one), the sources compiled at run time, the notebook code the request
+    ran (cell and lines, from a profile function installed for graded requests only) and the
+    output count. The channel is read and written with ``os.read``/``os.write``
     and the trailer made by ``wire.encode_trailer``, all taken before any student code runs,
     so monkeypatching ``socket``, ``json`` or ``os`` later changes nothing here.
     """
@@ -72,7 +93,10 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
     read_frame, frame, split_number, encode_trailer = wire.read_frame, wire.frame, wire.split_number, \
         wire.encode_trailer
     executor = Executor()
-    drain = None
+    drain = permit = None
+    unchanged = monitor.seal()  # before any student code: the monitor as the zygote made it
+    profile, ran = guard.code_recorder()
+    setprofile = sys.setprofile
 
     def read_exact(n: int) -> bytes:
         chunks, left = [], n
@@ -100,14 +124,19 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
                 return
             if request.get("op") == "exec" and drain is None:
                 compiled = executor.compile_cells(request["cells"])
-                drain = guard.audit_hook(home, os.getpid())
+                drain, permit = guard.audit_hook(home, os.getpid())
+                sys.getprofile = lambda: None  # the code recorder stays out of student code's reach
                 forget_the_grader()
                 answer = executor.run_cells(compiled, request.get("upto"), request.get("skip") or ())
                 monitor.drain()  # what the cells used is theirs: only the grader's calls are judged
             elif drain is None:
                 answer = {"error": {"type": "BadRequest", "message": "cells must run first"}}
             else:
-                answer = executor.handle(request)
+                permit(setprofile, profile)
+                try:
+                    answer = executor.handle(request)
+                finally:
+                    permit(setprofile, None)
         except BaseException as error:  # a request the worker cannot read, or student code escaping handle
             answer = {"error": describe_error(error)}
         try:
@@ -117,9 +146,10 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
                                            f"the result could not be sent back: {describe_error(error)['message']}"}})
         attempts, sources = drain() if drain is not None else ([], [])
         record = monitor.drain() if drain is not None else {"used": [], "tampered": False}
+        tampered = record["tampered"] or not unchanged()
         total = executor.output.total  # an attribute student code can reach through sys.stdout: only an int counts
-        trailer = encode_trailer(number, record["used"], record["tampered"], attempts, sources,
-                                 total if type(total) is int else -1)
+        trailer = encode_trailer(number, record["used"], tampered, attempts, sources,
+                                 total if type(total) is int else -1, ran())
         try:
             write_all(frame(reply) + frame(trailer))
         except OSError:
@@ -182,8 +212,11 @@ def current_vm_bytes() -> int:
 def main(control_fd: int, block=()) -> None:
     control = socket.socket(fileno=control_fd)
     warm_up()
+    monitor = guard.Monitor()
     registrations = guard.remove_capabilities(block)  # noqa: F841 - alive, and out of reach, while main runs
-    monitor = guard.Monitor().__enter__()  # on for good, in every worker forked from here
+    if set(block) & set(guard.NORM_TAGS):
+        registrations += guard.recording_kernels(monitor.record)
+    monitor.__enter__()  # on for good, in every worker forked from here
     guard.take_away_mode_switches()
     children: dict[int, int] = {}  # pid -> uid
     ended: dict[int, dict] = {}
