@@ -2,6 +2,7 @@
 
 import json
 import struct
+import tracemalloc
 
 import pytest
 import torch
@@ -16,6 +17,18 @@ def payload(tree: dict, body: bytes = b"") -> bytes:
 
 def tensor_entry(shape, nbytes, dtype="float32", offset=0):
     return {"dict": {"value": {"tensor": {"dtype": dtype, "shape": shape, "offset": offset, "nbytes": nbytes}}}}
+
+
+def byte_tensors(ranges) -> dict:
+    """A tuple of uint8 tensors, one per (offset, nbytes) range."""
+    return {"tuple": [{"tensor": {"dtype": "uint8", "shape": [n], "offset": o, "nbytes": n}} for o, n in ranges]}
+
+
+def tiny_tensors(count: int, shape) -> dict:
+    """``count`` uint8 tensors of ``shape`` (one element or none), laid back to back as the encoder lays them."""
+    size = 1 if shape == [] else 0
+    return {"tuple": [{"tensor": {"dtype": "uint8", "shape": shape, "offset": k * size, "nbytes": size}}
+                      for k in range(count)]}
 
 
 def test_a_round_trip_gives_fresh_equal_tensors_and_plain_values():
@@ -47,6 +60,77 @@ def test_a_tensor_shape_out_of_bounds_is_refused(shape):
 def test_tensor_bytes_outside_the_frame_or_of_the_wrong_size_are_refused(offset, nbytes):
     with pytest.raises(wire.WireError):
         wire.decode(payload(tensor_entry([4], nbytes, offset=offset), bytes(16)))
+
+
+@pytest.mark.parametrize("ranges, body", [
+    pytest.param([(0, 16), (0, 16)], 16, id="two-tensors-on-the-same-bytes"),
+    pytest.param([(0, 16)] * 80, 16, id="eighty-tensors-on-the-same-bytes"),
+    pytest.param([(0, 16), (8, 16)], 24, id="overlapping"),
+    pytest.param([(16, 16), (0, 16)], 32, id="out-of-order"),
+    pytest.param([(0, 16), (20, 16)], 36, id="leaving-a-gap"),
+    pytest.param([(0, 16)], 20, id="leaving-bytes-after-the-last"),
+    pytest.param([(0, 8), (8, 8), (0, 16)], 16, id="in-total-twice-the-body"),
+])
+def test_tensor_bytes_not_laid_back_to_back_over_the_whole_body_are_refused(ranges, body):
+    with pytest.raises(wire.WireError):
+        wire.decode(payload(byte_tensors(ranges), bytes(body)))
+
+
+def test_tensors_laid_back_to_back_over_the_whole_body_are_read():
+    back = wire.decode(payload(byte_tensors([(0, 2), (2, 0), (2, 3)]), bytes(range(5))))
+    assert [t.tolist() for t in back] == [[0, 1], [], [2, 3, 4]]
+
+
+def test_tensors_nested_in_dicts_tuples_and_lists_round_trip_in_the_encoders_order():
+    value = {"b": [torch.ones(2), (torch.arange(3), {"c": torch.zeros(0)})], "a": torch.full((2, 2), 7.0)}
+    back = wire.decode(wire.encode(value))
+    assert list(back) == ["b", "a"] and torch.equal(back["b"][1][0], torch.arange(3))
+    assert torch.equal(back["a"], value["a"]) and back["b"][1][1]["c"].shape == (0,)
+
+
+# As many one-byte tensors as a header at its limit holds (about 16 thousand; 100 thousand would not fit),
+# and one over the limit, of one element and of none.
+LONGEST_ENTRY = {"tensor": {"dtype": "uint8", "shape": [], "offset": 99_999, "nbytes": 1}}
+FILLING_A_HEADER = (wire.MAX_HEADER_BYTES - 64) // (len(json.dumps(LONGEST_ENTRY, separators=(",", ":"))) + 1)
+
+
+@pytest.mark.parametrize("count", [wire.MAX_TENSORS + 1, FILLING_A_HEADER])
+@pytest.mark.parametrize("shape", [[], [0]], ids=["one-element", "empty"])
+def test_more_tensors_than_a_frame_holds_are_refused(count, shape):
+    tree = tiny_tensors(count, shape)
+    header = json.dumps(tree, separators=(",", ":")).encode()
+    assert len(header) <= wire.MAX_HEADER_BYTES
+    body = bytes(count if shape == [] else 0)
+    with pytest.raises(wire.WireError, match="more tensors"):
+        wire.decode(struct.pack(">I", len(header)) + header + body)
+
+
+def test_more_elements_in_all_than_a_frame_holds_are_refused():
+    half = wire.MAX_ELEMENTS // 2 + 1  # each tensor under the limit, the two over it
+    with pytest.raises(wire.WireError, match="more elements"):
+        wire.decode(payload(byte_tensors([(0, half), (half, half)]), bytes(2 * half)))
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param([torch.zeros(2)] * wire.MAX_TENSORS, id="as-many-tensors-as-allowed"),
+    pytest.param([torch.zeros(wire.MAX_ELEMENTS // 2, dtype=torch.uint8)] * 2, id="as-many-elements-as-allowed"),
+])
+def test_a_value_at_the_limits_in_sum_round_trips(value):
+    assert len(wire.decode(wire.encode(value))) == len(value)
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param([torch.zeros(())] * (wire.MAX_TENSORS + 1), id="too-many-tensors"),
+    pytest.param([torch.zeros(wire.MAX_ELEMENTS // 2 + 1, dtype=torch.uint8)] * 2, id="too-many-elements-in-all"),
+])
+def test_the_encoder_refuses_what_the_decoder_would(value):
+    with pytest.raises(wire.WireError, match="in all"):
+        wire.encode(value)
+
+
+def test_a_handles_type_that_is_not_a_string_reads_as_object():
+    back = wire.decode(payload({"object": {"id": 3, "type": ["x"] * 1000}}))
+    assert back == wire.Handle(3, "object")
 
 
 def test_a_header_longer_than_allowed_is_refused_before_it_is_parsed():
@@ -97,3 +181,24 @@ def test_a_numbered_request_keeps_its_number_outside_the_json():
     framed = wire.numbered(12345, wire.encode({"op": "has", "target": "x"}))
     number, rest = wire.split_number(framed)
     assert number == 12345 and b"12345" not in rest and wire.decode(rest) == {"op": "has", "target": "x"}
+
+
+# A trailer as long as a frame allows, all separators: the old decoder split it into millions of strings.
+SEPARATORS = {
+    "commas": b"1\n" + b"61," * ((wire.MAX_FRAME_BYTES - 16) // 3) + b"\n0\n\n\n0",
+    "newlines": b"\n" * wire.MAX_FRAME_BYTES,
+}
+
+
+@pytest.fixture
+def traced():
+    tracemalloc.start()
+    yield tracemalloc
+    tracemalloc.stop()
+
+
+@pytest.mark.parametrize("forged", list(SEPARATORS.values()), ids=list(SEPARATORS))
+def test_a_trailer_of_separators_is_refused_within_three_times_its_size(traced, forged):
+    with pytest.raises(wire.WireError):
+        wire.decode_trailer(forged)
+    assert traced.get_traced_memory()[1] < 3 * len(forged)

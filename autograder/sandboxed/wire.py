@@ -11,10 +11,15 @@ big-endian length of the JSON header, the header, then the blobs the header poin
 (``{"tensor": {..., "offset": o, "nbytes": n}}``).
 
 Everything a hostile worker could send is bounded *before* it is allocated: the frame's
-length is checked before its bytes are read, the header's length and nesting before it is
-parsed, and every tensor's rank, dimensions, element count and byte range before a tensor
-is made. A frame that breaks a bound raises ``WireError``, which the grader reports as the
-submission's fault.
+length is checked before its bytes are read, the header's length before it is parsed, and
+the whole parsed header before any tensor is made: each tensor's rank, dimensions and
+element count, and, in sum over the frame, its values, tensors, elements and byte ranges
+(its strings are bounded in sum by the header's length: JSON spends a byte or more on each
+character). The encoder lays the tensors' bytes back to back in the order it walks the
+value, so the decoder requires each range to start where the one before ended and the last
+to end where the body does: ranges can neither alias nor overlap, and together they are
+exactly the body. A frame that breaks a bound raises ``WireError``, which the grader
+reports as the submission's fault.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ MAX_FRAME_BYTES = 8 * 2**20  # one answer, tensors included (the largest honest 
 MAX_HEADER_BYTES = 1 * 2**20  # its JSON header
 MAX_DEPTH = 32  # nesting of lists, tuples and dicts
 MAX_ITEMS = 100_000  # values in one frame
+MAX_TENSORS = 1024  # tensors in one frame (the course's largest honest answer or request has 18)
 MAX_RANK = 8  # dimensions of one tensor
-MAX_ELEMENTS = 2**21  # elements of one tensor (8 MiB of float32: a whole frame)
+MAX_ELEMENTS = 2**21  # elements of one tensor, and of all a frame's tensors together (8 MiB of float32)
 OUTPUT_LIMIT = 64 * 1024  # characters of print() output the worker keeps per submission
 
 DTYPES = {
@@ -105,6 +111,7 @@ def encode(value, on_object=None) -> bytes:
     """value -> one payload. ``on_object(obj) -> Handle`` encodes anything not plain (worker side)."""
     blobs: list[bytes] = []
     offset = [0]
+    sums = {"tensors": 0, "elements": 0}  # what the decoder bounds in sum
 
     def tensor(t: torch.Tensor) -> dict:
         exact = type(t) in (torch.Tensor, torch.nn.Parameter)
@@ -115,6 +122,10 @@ def encode(value, on_object=None) -> bytes:
             raise WireError(f"tensors of dtype {plain.dtype} are not supported")
         if plain.dim() > MAX_RANK or plain.numel() > MAX_ELEMENTS:
             raise WireError(f"a tensor of shape {tuple(plain.shape)} is larger than the grader reads")
+        sums["tensors"] += 1
+        sums["elements"] += plain.numel()
+        if sums["tensors"] > MAX_TENSORS or sums["elements"] > MAX_ELEMENTS:
+            raise WireError("the answer holds more tensors, or more elements in all, than the grader reads")
         raw = plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b""
         blobs.append(raw)
         entry = {
@@ -173,7 +184,11 @@ def _shape(entry: dict) -> list[int]:
 
 
 def decode(payload: bytes, resolve=None):
-    """One payload -> plain values and fresh tensors. ``resolve(id) -> object`` maps handles (worker side)."""
+    """One payload -> plain values and fresh tensors. ``resolve(id) -> object`` maps handles (worker side).
+
+    The parsed header is walked twice: a dry walk checks every bound, in sum too, and makes
+    no tensor; only a frame that passed all of them is walked again to build its values.
+    """
     if len(payload) < 4 or len(payload) > MAX_FRAME_BYTES:
         raise WireError("a frame has a bad size")
     (length,) = _LENGTH.unpack_from(payload)
@@ -185,45 +200,38 @@ def decode(payload: bytes, resolve=None):
     except (ValueError, RecursionError) as error:
         raise WireError(f"a frame's header is not JSON ({type(error).__name__})") from None
     body = view[4 + length:]
-    count = [0]
+    dry = _Reader(body, build=False)
+    dry.value(tree, 0)
+    if dry.cursor != len(body):
+        raise WireError("a frame's body holds bytes that no tensor owns")
+    return _Reader(body, build=True, resolve=resolve).value(tree, 0)
 
-    def tensor(entry: dict) -> torch.Tensor:
-        name = entry.get("dtype")
-        if type(name) is not str or name not in DTYPES:
-            raise WireError("a tensor has an unknown dtype")
-        shape = _shape(entry)
-        start, nbytes = entry.get("offset"), entry.get("nbytes")
-        if type(start) is not int or type(nbytes) is not int or start < 0 or nbytes < 0 or start + nbytes > len(body):
-            raise WireError("a tensor's bytes lie outside the frame")
-        if math.prod(shape) * ITEM_BYTES[name] != nbytes:
-            raise WireError("a tensor's size does not match its shape")
-        dtype = DTYPES[name]
-        flat = torch.frombuffer(bytearray(body[start:start + nbytes]), dtype=dtype) if nbytes else \
-            torch.empty(0, dtype=dtype)
-        out = flat.reshape(shape)
-        out._wire_info = TensorInfo(
-            requires_grad=entry.get("requires_grad") is True, has_grad=entry.get("has_grad") is True,
-            is_parameter=entry.get("is_parameter") is True, exact_type=entry.get("exact_type") is not False,
-        )
-        return out
 
-    def walk(v, depth: int):
-        count[0] += 1
-        if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
+class _Reader:
+    """One walk over a parsed header, counting what it holds against the frame's bounds in sum."""
+
+    def __init__(self, body: memoryview, build: bool, resolve=None):
+        self.body, self.build, self.resolve = body, build, resolve
+        self.items = self.tensors = self.elements = 0
+        self.cursor = 0  # where the next tensor's bytes must start in the body
+
+    def value(self, v, depth: int):
+        self.items += 1
+        if depth > MAX_DEPTH or self.items > MAX_ITEMS:
             raise WireError("a frame's value is too large or nested too deeply")
         if v is None or type(v) in (bool, int, float, str):
             return v
         if type(v) is list:
-            return [walk(x, depth + 1) for x in v]
+            return [self.value(x, depth + 1) for x in v]
         if type(v) is not dict or len(v) != 1:
             raise WireError("a frame holds a value of unknown kind")
         (key, inner), = v.items()
         if key == "tensor" and type(inner) is dict:
-            return tensor(inner)
+            return self.tensor(inner)
         if key == "tuple" and type(inner) is list:
-            return tuple(walk(x, depth + 1) for x in inner)
+            return tuple(self.value(x, depth + 1) for x in inner)
         if key == "dict" and type(inner) is dict:
-            return {str(k): walk(x, depth + 1) for k, x in inner.items()}
+            return {k: self.value(x, depth + 1) for k, x in inner.items()}
         if key == "float" and type(inner) in (str, float):
             try:
                 return float(inner)
@@ -232,12 +240,43 @@ def decode(payload: bytes, resolve=None):
         if key == "dtype" and type(inner) is str:
             return DTYPES.get(inner, inner[:40])
         if key == "object" and type(inner) is dict and type(inner.get("id")) is int:
-            if resolve is not None:
-                return resolve(inner["id"])
-            return Handle(inner["id"], str(inner.get("type", "object"))[:200], inner.get("is_module") is True)
+            if not self.build:
+                return None
+            if self.resolve is not None:
+                return self.resolve(inner["id"])
+            kind = inner.get("type")
+            return Handle(inner["id"], kind[:200] if type(kind) is str else "object", inner.get("is_module") is True)
         raise WireError(f"a frame holds a value of unknown kind {str(key)[:40]!r}")
 
-    return walk(tree, 0)
+    def tensor(self, entry: dict) -> torch.Tensor | None:
+        name = entry.get("dtype")
+        if type(name) is not str or name not in DTYPES:
+            raise WireError("a tensor has an unknown dtype")
+        shape = _shape(entry)
+        start, nbytes = entry.get("offset"), entry.get("nbytes")
+        if type(start) is not int or type(nbytes) is not int or nbytes < 0 or start + nbytes > len(self.body):
+            raise WireError("a tensor's bytes lie outside the frame")
+        if start != self.cursor:  # the encoder's order: no aliasing, no overlap, no gap
+            raise WireError("a tensor's bytes do not start where the previous tensor's ended")
+        elements = math.prod(shape)
+        if elements * ITEM_BYTES[name] != nbytes:
+            raise WireError("a tensor's size does not match its shape")
+        self.cursor += nbytes
+        self.tensors += 1
+        self.elements += elements
+        if self.tensors > MAX_TENSORS or self.elements > MAX_ELEMENTS:
+            raise WireError("a frame holds more tensors, or more elements in all, than the grader reads")
+        if not self.build:
+            return None
+        dtype = DTYPES[name]
+        flat = torch.frombuffer(bytearray(self.body[start:start + nbytes]), dtype=dtype) if nbytes else \
+            torch.empty(0, dtype=dtype)
+        out = flat.reshape(shape)
+        out._wire_info = TensorInfo(
+            requires_grad=entry.get("requires_grad") is True, has_grad=entry.get("has_grad") is True,
+            is_parameter=entry.get("is_parameter") is True, exact_type=entry.get("exact_type") is not False,
+        )
+        return out
 
 
 def tensor_info(t: torch.Tensor) -> TensorInfo:
@@ -281,16 +320,18 @@ def encode_trailer(number: int, used: list, tampered: bool, attempts: list, comp
 
 def decode_trailer(payload: bytes) -> dict:
     """A trailer's fields, bounded and checked; WireError for anything else."""
+    # Separators are counted before anything is split, so a frame-long run of commas or newlines is never cut
+    # into millions of strings.
     try:
-        fields = bytes(payload).decode("ascii").split("\n")
-        if len(fields) != 7:
+        text = str(payload, "ascii")
+        if text.count("\n") != 6:
             raise ValueError
-        number, used, tampered, attempts, compiled, total, ran = fields
+        number, used, tampered, attempts, compiled, total, ran = text.split("\n")
 
         def strings(text: str, limit=MAX_TRAILER_ITEMS) -> list[str]:
-            items = text.split(",") if text else []
-            if len(items) > limit:
+            if text.count(",") >= limit:
                 raise ValueError
+            items = text.split(",") if text else []
             return [bytes.fromhex(item).decode("utf-8", "replace") for item in items]
 
         return {"number": int(number), "monitor": {"used": strings(used), "tampered": tampered == "1",
