@@ -28,6 +28,7 @@ STATUS_TEXT = {
     "invalid": "not gradable: the file could not be read as a notebook",
     "tampering": "0 points: the code reaches for the grader's or PyTorch's internals",
     "review": "held for review: the points wait for your instructor (see the notes)",
+    "forbidden": "graded; a task used a PyTorch built-in or autograd that it forbids, and got 0 (see the task)",
     "protocol_violation": "graded; the worker's channel carried something that was not its answer",
     "sandbox_violation": "graded; the code tried something the sandbox stops or limits (see the notes)",
     "timeout": "graded; the time limit was hit",
@@ -39,7 +40,7 @@ STATUS_TEXT = {
     "output_limit": "graded; the code printed more than the output limit",
     "grader_error": "not graded: the grader failed on this submission (please report it)",
 }
-SEVERITY = ["grader_error", "invalid", "tampering", "review", "protocol_violation", "sandbox_violation", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
+SEVERITY = ["grader_error", "invalid", "tampering", "review", "forbidden", "protocol_violation", "sandbox_violation", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
             "exited", "output_limit", "cell_errors", "ok"]
 
 

@@ -198,6 +198,8 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     problems += [f"caught by the sandbox: the code {what.removeprefix(REVIEW)}" for what in graded.attempts]
     if graded.attempts:
         graded.events.append("sandbox_violation")
+    if any(part.forbidden_used for part in graded.parts):
+        graded.events.append("forbidden")
     status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars,
                                    wire.OUTPUT_LIMIT)
     findings = entry.findings + graded.findings

@@ -9,12 +9,15 @@ Two steps, both cheap and neither able to raise:
 ``scan``           findings in that Python source, each a ``Finding``:
 
 - ``tampering``: a name no honest exercise needs, that reaches into PyTorch's internals,
-  the grader, other frames or objects, threads and processes, native code or unpickling
-  (the groups in ``TAMPERING``). The grader gives 0.
+  autograd's recorded graph, the grader, other frames or objects, threads and processes,
+  native code or unpickling (the groups in ``TAMPERING``).
 - ``review``: something an honest solution could write but that is exactly how a name
   is hidden from this scan: an attribute name built at run time, a lookup by name
-  (``vars``, ``sys.modules``, ``importlib``), code run from a string (``eval``). The
-  grader holds the points for the instructor.
+  (``vars``, ``sys.modules``, ``importlib``), code run from a string (``eval``).
+
+A finding is not a verdict. ``evidence`` holds a part only for the groups with no honest use
+under that part's rule, and only where the part's graded calls ran the finding's line; every
+other finding is reported to the instructor and costs nothing.
 
 A name counts wherever it appears: as a variable, an attribute (``x._C``), a part of an
 imported module path, a keyword of a ``match`` class pattern, or inside a string

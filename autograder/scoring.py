@@ -82,6 +82,7 @@ class PartScore:
     held: float | None = None  # the measured score, while the part is held for review
     evidence: frozenset = frozenset()  # every tag the monitor recorded during this part's calls
     ran: tuple = ()  # the notebook code its calls ran, as the worker reported it ("cell:first:last")
+    forbidden_used: tuple = ()  # the tags it forbids that its calls used: why it has 0
 
 
 def assignments() -> list[str]:
@@ -173,7 +174,7 @@ def grade_part(part: Part, sub: Submission, on_crash=lambda what: None) -> PartS
     if used:
         reason = "it uses " + " and ".join(FORBIDDEN_NAMES.get(tag, tag) for tag in used)
         score.note = f"0 points: {reason}, which this task forbids"
-        score.score = 0.0
+        score.score, score.forbidden_used = 0.0, tuple(used)
         for outcome in outcomes:
             outcome.points, outcome.passed = 0.0, False
             outcome.status, outcome.message = "forbidden", score.note

@@ -70,7 +70,7 @@ def layer_norm_backward(dout, cache):
 }
 
 # name -> (assignment, answer cell it replaces, source, statuses the result may carry)
-HELD_OR_STOPPED = {"review", "tampering", "sandbox_violation", "cell_errors", "ok"}
+HELD_OR_STOPPED = {"review", "forbidden", "sandbox_violation", "protocol_violation", "cell_errors", "ok"}
 RULE_ATTACKS = {
     # 1. Threads: the monitor's modes are thread-local; the worker may not start a thread at all.
     "autograd-in-a-thread": (EX2, "layer_norm_forward_backward", OWN_LN + AUTOGRAD_BACKWARD + HIDE + """
@@ -249,11 +249,11 @@ def rms_norm(x, weight, eps=1e-6):
 def layer_norm(x, weight, bias, eps=1e-5):
     with torch._C.DisableTorchFunction():
         return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-""", {"tampering"}),
+""", {"forbidden"}),
     "shell-line-and-a-built-name": (EX5, "rms_norm", """!ls
 def rms_norm(x, weight, eps=1e-6):
     return getattr(F, 'rms_' + 'norm')(x, (x.shape[-1],), weight, eps)
-""", {"review"}),
+""", {"forbidden"}),
 }
 
 
@@ -317,10 +317,10 @@ def test_no_attack_is_reported_as_a_grader_error(rules_graded):
 @pytest.mark.parametrize("attack, words", [
     ("autograd-in-a-thread", "can't start new thread"),
     ("walks-the-frames-to-the-monitor", "frames are not available"),
-    ("pops-the-monitor-by-a-built-name", "switched off the grader's monitor"),
+    ("pops-the-monitor-by-a-built-name", "switch off the grader's monitor"),
     ("calls-native-code-through-ctypes", "loads native code with ctypes"),
     ("imports-the-worker-modules-again", "imports autograder"),
-    ("captures-a-kernel-while-the-cells-run", "this exercise forbids it"),
+    ("captures-a-kernel-while-the-cells-run", "which this task forbids"),
     ("refs-native-layer-norm", "PyTorch's Python implementation"),
 ])
 def test_the_sandbox_names_what_it_refused(rules_graded, attack, words):
@@ -713,7 +713,7 @@ def test_the_worker_runs_under_a_seccomp_filter(inputs_graded):
 def test_native_code_is_refused_before_it_runs(inputs_graded):
     _, results = inputs_graded
     result = results["ptrace-through-hidden-ctypes"]
-    assert result["extra_data"]["status"] == "review"
+    assert result["extra_data"]["status"] == "sandbox_violation"
     assert "loads native code with ctypes" in json.dumps(result)
     assert measured_scores(result)["layer_norm"] == 0
 
@@ -741,7 +741,7 @@ class Always(torch.Tensor):
         return True if func.__name__ in ("allclose", "equal", "isclose") else super().__torch_function__(func, types, args, kwargs or {})
 def layer_norm(x, weight, bias, eps=1e-5):
     return torch.zeros_like(x).as_subclass(Always)
-""", {"ok", "cell_errors"}),
+""", {"ok", "cell_errors", "review"}),
     "returns-an-object-with-custom-eq": ("""
 class Anything:
     shape = property(lambda self: None)
@@ -756,7 +756,7 @@ sys.modules["pytest"] = types.ModuleType("pytest")
 sys.modules["hypothesis"] = types.ModuleType("hypothesis")
 def layer_norm(x, weight, bias, eps=1e-5):
     raise AssertionError("pretend the test passed")
-""", {"review"}),
+""", {"ok", "cell_errors"}),
     "calls-sys-exit-while-loading": ("""
 import sys
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -777,7 +777,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
         except OSError:
             pass
     return x
-""", {"review"}),
+""", {"sandbox_violation"}),
     "writes-a-perfect-result-for-itself-and-a-zero-for-others": (f"""
 import json, os
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -794,12 +794,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def layer_norm(x, weight, bias, eps=1e-5):
     source = open({str(REPO / 'autograder' / 'suites' / 'ex2_layernorm' / 'test_layer_norm.py')!r}).read()
     return x
-""", {"tampering"}),
+""", {"ok", "cell_errors"}),
     "opens-a-network-connection": (HIDE + """
 def layer_norm(x, weight, bias, eps=1e-5):
     load('so' + 'cket').create_connection(("1.1.1.1", 80), timeout=2)
     return x
-""", {"review"}),
+""", {"sandbox_violation"}),
     "loops-forever": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     while True:
@@ -822,7 +822,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
         except OSError:
             break
     return x
-""", {"review"}),
+""", {"sandbox_violation"}),
     "prints-without-end": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     for _ in range(20_000):
@@ -832,19 +832,19 @@ def layer_norm(x, weight, bias, eps=1e-5):
     "hides-a-forbidden-call-behind-getattr": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     return getattr(F, "layer_" + "norm")(x, (x.shape[-1],), weight, bias, eps)
-""", {"review"}),
+""", {"forbidden"}),
     "blinds-the-monitor-with-names-built-at-run-time": (HIDE + """
 def layer_norm(x, weight, bias, eps=1e-5):
     modes = load("torch.utils." + "_python" + "_dispatch", fromlist=["x"])
     core = getattr(torch, "_" + "C")
     with getattr(modes, "_disable" + "_current_modes")(), getattr(core, "DisableTorch" + "Function")():
         return getattr(F, "layer_" + "norm")(x, (x.shape[-1],), weight, bias, eps)
-""", {"review"}),
+""", {"sandbox_violation"}),
     "switches-off-the-monitor": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     with torch._C.DisableTorchFunction():
         return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-""", {"tampering"}),
+""", {"forbidden"}),
 }
 
 

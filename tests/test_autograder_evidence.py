@@ -129,11 +129,18 @@ for shape, seed in [((5, 4), 12), ((2, 1, 3, 4), 14), ((5, 4), 22), ((2, 1, 3, 4
     record(x, w, b, 1e-5)
 """
     return """
-for n, d in [(4, 3), (6, 5), (8, 2), (3, 7), (16, 4)]:
-    for seed in range(40):
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randn(n, d, generator=g, dtype=torch.float64)
-        record(x, torch.ones(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64), 1e-5)
+def suite_batch(shape, seed, scale=1.0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    n, d = shape
+    spread = scale * (torch.rand(d, generator=g, dtype=torch.float64) * 1.5 + 0.5)
+    offset = scale * torch.randn(d, generator=g, dtype=torch.float64)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64) * spread + offset
+    gamma = torch.rand(d, generator=g, dtype=torch.float64) + 0.5
+    beta = torch.randn(d, generator=g, dtype=torch.float64)
+    return x.to(dtype), gamma.to(dtype), beta.to(dtype)
+
+for shape, seed in [((5, 3), 15), ((2, 7), 12), ((5, 3), 25), ((2, 7), 22), ((2, 5), 30)]:
+    record(*suite_batch(shape, seed, 2.0, torch.float64), 1e-5)
 """
 
 

@@ -1,36 +1,38 @@
-"""The rules of an exercise, enforced inside the worker before any student code runs.
+"""The rules of an exercise, watched inside the worker: set up before any student code runs.
 
-Three defences, each set up by trusted code and none reachable from student code without
-a tool that the audit hook refuses or the source scan flags:
+Points follow run-time evidence, so what lives here records what student code did during each
+graded call, and refuses only the tools that would hide it:
 
-1. ``remove_capabilities`` (in the zygote, before it forks): every PyTorch operator of the
-   normalization family (layer, batch, group, instance and RMS norm, their fused, native,
-   quantized and backward variants: any of them computes the others by reshaping) is found
-   in the dispatcher's own operator list by name and given a kernel that refuses, on every
-   dispatch key that has a kernel (CPU, composite, nested, quantized, mkldnn, ...). PyTorch's
-   Python implementations of the same (``torch._refs``, ``torch._decomp``, ``torch._prims``,
-   meta registrations, functorch) are neutered where they live: every function whose name
-   says it normalizes gets code that refuses, so every namespace that holds it sees the
-   refusal. The registrations live in a local variable of the zygote's main frame: no
-   module, list or finalizer registry points at them.
-2. ``audit_hook`` (in each worker, after the cells are compiled, before they run): refuses
-   the tools that could undo the above or reach the grader's own objects (ctypes, building
-   code objects, the garbage collector's object lists, tracers and profilers, frames of
-   tracebacks and generators, ``sys._getframe`` but for library code that hands back only
-   text, unmarshalling code outside the import system, replacing a function's code,
-   importing PyTorch's implementation packages or the grader's own modules) and records
-   every attempt; it also keeps every source that student code compiles at run time
-   (``exec``, ``eval``, ``compile`` of a string), so the grader scans generated code too. An
-   audit hook cannot be removed from Python.
-3. ``Monitor``: a function mode and a dispatch mode, entered for good in the zygote before
-   it forks (``take_away_mode_switches`` then removes the functions that pop a dispatch
-   mode or hide its key). The worker has exactly one thread (its seccomp filter refuses new
-   ones), so the thread-local modes see everything student code does: each use of a
-   normalization built-in, and every operation that records an autograd graph or makes
-   forward-mode dual numbers.
+1. ``remove_capabilities`` (in the zygote, before it forks): PyTorch's Python implementations of
+   the normalization family (``torch._refs``, ``torch._decomp``, ``torch._prims``, meta
+   registrations, functorch), which compute a norm from elementary operators the monitor could
+   not tell from the learner's own, get code that refuses. PyTorch's operators stay: a learner may
+   compare with ``F.layer_norm`` in a cell. ``recording_kernels`` gives the two norms that
+   decompose above the dispatch mode (``aten::rms_norm``, ``aten::_fused_rms_norm``) kernels that
+   record their use and compute exactly what PyTorch's do.
+2. ``audit_hook`` (in each worker, after the cells are compiled, before they run): refuses the
+   tools that could undo the monitor or reach the grader's own objects (ctypes, building code
+   objects, the garbage collector's object lists, tracers and profilers, frames of tracebacks and
+   generators, ``sys._getframe`` but for library code that hands back only text, unmarshalling
+   code outside the import system, replacing a function's code, importing PyTorch's
+   implementation packages or the grader's own modules) and records every attempt; it also keeps
+   every source that student code compiles at run time, so the grader scans generated code too.
+   An audit hook cannot be removed from Python. ``permit`` lets the worker's own loop switch the
+   code recorder on and off.
+3. ``Monitor``: a function mode and a dispatch mode, entered for good in the zygote before it
+   forks (``take_away_mode_switches`` then removes the functions that pop a dispatch mode or hide
+   its key). The worker has exactly one thread (its seccomp filter refuses new ones), so the
+   thread-local modes see everything student code does: each use of a normalization built-in,
+   every operator that records an autograd graph, makes dual numbers or is handed a tensor from a
+   graph recorded earlier, and every call a tensor subclass's own handler takes over. ``seal``
+   fingerprints the monitor, its modes and this module, so that a patch that outlives a request
+   shows.
+4. ``code_recorder``: a profile function, installed only while a graded request runs, that notes
+   which notebook code (cell and line range) the request ran, so that a construct the scan found
+   counts only against the parts whose calls ran it.
 
-What the monitor and the hook recorded reaches the grader in the trailer that follows the
-answer to the request during which it happened, stamped with a number that student code
+What the monitor, the hook and the recorder saw reaches the grader in the trailer that follows
+the answer to the request during which it happened, stamped with a number that student code
 never sees (``zygote.serve``).
 """
 
@@ -154,6 +156,7 @@ def take_away_mode_switches() -> None:
 
 def _switch_refusal(name: str):
     def refuse(*args, **kwargs):
+        sys.audit("autograder.switch", name)  # the worker's audit hook notes the attempt
         raise Refused(f"the grader's sandbox refuses this: torch._C.{name} would switch off the grader's monitor")
 
     return refuse
@@ -227,6 +230,9 @@ def audit_hook(home: str, me: int):
         if event == "marshal.loads" and caller()[0] not in IMPORT_SYSTEM:
             note("unmarshals code")
             raise Refused("the grader's sandbox refuses this: the code unmarshals code")
+        if event == "autograder.switch":
+            note(f"tries to switch off the grader's monitor (torch._C.{str(args[0])[:60] if args else ''})", review=False)
+            return
         if event == "sys._getframe" and frames_stay_inside(caller()):
             return
         if event in REFUSED_EVENTS:
@@ -493,30 +499,60 @@ def code_recorder():
     return profile, drain
 
 
-# --- 5. recording kernels for the norms that decompose out of the monitor's sight -------------------------
+# --- 5. recording kernels ------------------------------------------------------------------------
 
-HIDDEN_COMPOSITES = ("rms_norm", "_fused_rms_norm")  # composite: below them the dispatch mode sees only pow, mean...
+# Where the family's kernels live. An alias key's kernel is captured through a runtime key it fills in.
+RECORDED_KEYS = {"CPU": "CPU", "QuantizedCPU": "QuantizedCPU", "SparseCPU": "SparseCPU", "SparseCsrCPU": "SparseCsrCPU",
+                 "CompositeExplicitAutograd": "CPU", "CompositeExplicitAutogradNonFunctional": "CPU",
+                 "CompositeImplicitAutograd": "AutogradCPU"}
+# Keys whose kernels Python cannot capture (no DispatchKey member): refused instead. Nothing honest here
+# makes an mkldnn or nested tensor.
+REFUSED_KEYS = ("MkldnnCPU", "NestedTensorCPU", "CompositeImplicitAutogradNestedTensor")
 
 
 def recording_kernels(record) -> list:
-    """Give ``aten::rms_norm`` and ``aten::_fused_rms_norm`` composite kernels that ``record("rms_norm")``,
-    then compute exactly what PyTorch's own do (the same operators, in the same order).
+    """Give every operator of the normalization family a kernel that calls ``record(tag)``, then the
+    operator's own kernel, captured here before any student code (so results are PyTorch's, bit for bit).
 
-    Every other norm of the family reaches a native operator the dispatch mode sees by name; these two
-    decompose above it, so a call with the function mode switched off (inside a tensor subclass's
-    handler) would otherwise leave no trace. Returns the registration, which must stay alive.
+    The dispatch mode sees an operator only when it is dispatched through the Python key; a kernel
+    fetched by its key and called with an explicit key set (``torch.library.get_kernel(...).call_boxed``,
+    ``OpOverload.redispatch``) skips that key, and two norms (``rms_norm``, ``_fused_rms_norm``)
+    decompose above it into pow, mean and rsqrt. The kernels themselves are where every route ends.
+    The originals live only in these closures, which the dispatcher holds: no Python object points
+    at them. Returns the registrations, which must stay alive.
     """
+    import warnings
+
     library = torch._C._dispatch_library("IMPL", "aten", "")
-
-    def rms(x, normalized_shape, weight=None, eps=None):
-        record("rms_norm")
-        dims = list(range(-len(normalized_shape), 0))
-        eps = torch.finfo(x.dtype).eps if eps is None else eps
-        up = x.to(torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
-        rstd = torch.rsqrt(up.pow(2).mean(dims, keepdim=True).add_(eps))
-        out = up.mul(rstd).type_as(x)
-        return (out if weight is None else out.mul(weight)), rstd
-
-    library.impl("rms_norm", "CompositeImplicitAutograd", lambda *args, **kwargs: rms(*args, **kwargs)[0])
-    library.impl("_fused_rms_norm", "CompositeImplicitAutograd", rms)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is the point
+        for qualified in torch._C._dispatch_get_all_op_names():
+            tag = tag_of(qualified)
+            namespace, _, name = qualified.partition("::")
+            if not tag or namespace != "aten":
+                continue
+            for key, runtime in RECORDED_KEYS.items():
+                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+                    original = torch._C._dispatch_get_computed_kernel_for_dispatch_key(
+                        qualified, getattr(torch._C.DispatchKey, runtime))
+                    library.impl(name, key, _recording(record, tag, original), True)
+            for key in REFUSED_KEYS:
+                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+                    library.impl(name, key, _refusing(record, tag, qualified))
     return [library]
+
+
+def _refusing(record, tag: str, qualified: str):
+    def kernel(*args, **kwargs):
+        record(tag)
+        raise Refused(refusal_message(f"PyTorch's {qualified} operator on an mkldnn or nested tensor"))
+
+    return kernel
+
+
+def _recording(record, tag: str, original):
+    def kernel(keyset, *args, **kwargs):
+        record(tag)
+        return original.call_boxed(keyset, *args, **kwargs)
+
+    return kernel
