@@ -254,9 +254,9 @@ UNSAFE_MARKDOWN = re.compile(r"<|&|\](?:\(|:)|\\href", re.IGNORECASE)
 def held_note(part: dict) -> str:
     """The note above a held task's grade cell: what was measured, what happens next, and the result's reason."""
     return (f"**Held for your instructor's review: {_plain(part.get('title', ''))}.** Its hidden tests measured "
-            f"{float(part.get('held', 0)):g} / {float(part.get('max_score', 0)):g} points. They are not counted, and "
-            "nbgrader shows this cell's score as 0 until the instructor types a score into it in the formgrader or "
-            "releases the measured one (`python -m autograder release`). Why it is held:\n\n"
+            f"{float(part.get('held', 0)):g} / {float(part.get('max_score', 0)):g} points; they count once your "
+            "instructor has reviewed it, and until then nbgrader shows this cell's score as 0. (Instructor: type the "
+            "points into this cell's score box, or run `python -m autograder release`.) Why it is held:\n\n"
             + _fenced(str(part.get("note", ""))))
 
 

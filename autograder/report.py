@@ -27,7 +27,7 @@ STATUS_TEXT = {
     "cell_errors": "graded; some cells raised errors",
     "invalid": "not gradable: the file could not be read as a notebook",
     "tampering": "0 points: the code reaches for the grader's or PyTorch's internals",
-    "review": "held for review: the points wait for your instructor (see the notes)",
+    "review": "held for review: the points of a held task wait for your instructor (see the notes)",
     "protocol_violation": "graded; the worker's channel carried something that was not its answer",
     "sandbox_violation": "graded; the code tried something the sandbox stops or limits (see the notes)",
     "timeout": "graded; the time limit was hit",
