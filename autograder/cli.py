@@ -1,7 +1,7 @@
 """``python -m autograder``: grade a class, release held results, export grades, or package for Gradescope.
 
     python -m autograder grade ASSIGNMENT PATH... [--results DIR] [--jobs N] [--gradebook URL]
-    python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR]
+    python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR] [--gradebook URL]
     python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR] [--gradebook URL]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
 
@@ -49,6 +49,9 @@ def parse(argv) -> argparse.Namespace:
     release.add_argument("assignment")
     release.add_argument("students", nargs="+", metavar="STUDENT_ID")
     release.add_argument("--results", type=Path, help="where results are (default: results/ASSIGNMENT/)")
+    release.add_argument("--gradebook", metavar="URL",
+                         help="record the released scores in nbgrader's gradebook (default: the one `grade "
+                              "--gradebook` last recorded these results into)")
     export = commands.add_parser("export", help="write the grades as a CSV that Canvas or Moodle imports")
     export.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
                         help="the assignments, one column each (default: every one with results)")
@@ -110,9 +113,13 @@ def grade(args) -> int:
     limits = Limits(submission_seconds=args.timeout, memory_bytes=args.memory_mb * 2**20)
     start = time.monotonic()
 
-    entries = [load.read(args.assignment, entry) for entry in load.find(args.assignment, args.paths)]
-    if not entries:
+    passed_over: list[str] = []
+    found = load.find(args.assignment, args.paths, passed_over)
+    if not found:
         raise Usage(load.describe_empty(args.paths))
+    for what in passed_over:
+        print(f"warning: passed over {what}", file=sys.stderr)
+    entries = [load.read(args.assignment, entry) for entry in found]
     todo = [e for e in entries if args.force or not report.is_current(results, e.student_id, e.digest, args.assignment)]
     skipped = len(entries) - len(todo)
     progress = Progress(len(todo), quiet=args.quiet)
@@ -125,23 +132,57 @@ def grade(args) -> int:
     if gradebook is not None:
         from autograder import gradebook as gradebook_module
 
-        recorded = gradebook_module.record(gradebook, args.assignment, results, [e.student_id for e in entries])
+        stale: list[str] = []
+        recorded = gradebook_module.record(gradebook, args.assignment, results, [e.student_id for e in entries],
+                                           stale)
+        report.remember_gradebook(results, args.gradebook)
         print(f"recorded {recorded} submissions in the gradebook {args.gradebook}")
+        feedback_again(args.assignment, stale)
     summarize(args.assignment, entries, skipped, rows, results, time.monotonic() - start, args.jobs, isolation)
     return 0
 
 
 def release(args) -> int:
-    """Give each named submission held for review the scores its tests measured."""
+    """Give each named submission's held parts the scores their tests measured, in every view of the grades.
+
+    The result, its feedback and grades.csv are rewritten; so is the gradebook (``--gradebook``, or
+    the one ``grade --gradebook`` recorded these results into) and the formgrader's copy, and a
+    feedback page of nbgrader's that showed the held scores is removed for ``generate_feedback``
+    to write again.
+    """
     results = args.results or Path("results") / args.assignment
-    for student_id in args.students:
-        try:
-            data = report.release(results, student_id)
-        except report.NotHeld as problem:
-            raise Usage(str(problem)) from None
-        print(f"{student_id}: released, {data['score']:g} / {data['extra_data']['max_score']:g}")
-    report.grades_csv(results)
+    url = args.gradebook or report.remembered_gradebook(results)
+    gradebook = None
+    if url:
+        from autograder import gradebook as gradebook_module
+
+        gradebook = gradebook_module.open_checked(url, args.assignment, Usage)
+    released = []
+    try:
+        for student_id in args.students:
+            try:
+                data = report.release(results, student_id)
+            except report.NotHeld as problem:
+                raise Usage(str(problem)) from None
+            released.append(student_id)
+            print(f"{student_id}: released, {data['score']:g} / {data['extra_data']['max_score']:g}")
+    finally:  # what was released so far reaches every view, even if a later student id was wrong
+        report.grades_csv(results)
+        if gradebook is not None:
+            stale: list[str] = []
+            if released:
+                gradebook_module.record(gradebook, args.assignment, results, released, stale)
+                print(f"recorded in the gradebook {url}")
+            gradebook.close()
+            feedback_again(args.assignment, stale)
     return 0
+
+
+def feedback_again(assignment: str, stale: list[str]) -> None:
+    """Say whose feedback of nbgrader's was removed because their scores changed, and how to write it again."""
+    if stale:
+        print(f"removed nbgrader's feedback of {', '.join(stale)} (it showed other scores): "
+              f"`nbgrader generate_feedback {assignment}` writes it again")
 
 
 def export(args) -> int:
@@ -199,23 +240,35 @@ class Progress:
         self.bar.close()
 
 
+# What each status means to the instructor reading the summary (STATUS_TEXT is written for the learner).
+SUMMARY_TEXT = {"ok": "graded", "review": "some points held for your review: read the notes, then `release`",
+                "no result": "no result file was written (please report it)"}
+
+
 def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolation) -> None:
     ids = {e.student_id for e in entries}
     rows = [r for r in rows if r["student_id"] in ids]
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-    scores = [float(r["score"]) for r in rows]
+    if len(entries) > len(rows):
+        statuses["no result"] = len(entries) - len(rows)
+    scores = [float(r["score"]) for r in rows if not r.get("held")]
     graded = len(entries) - skipped
     print(f"{assignment}: graded {graded} submission{'s' * (graded != 1)} in {seconds:.1f} s "
           f"({graded / seconds if seconds else 0:.1f}/s, {jobs} job{'s' * (jobs != 1)}, isolation: {isolation})"
           + (f"; {skipped} unchanged since the last run" if skipped else ""))
-    if rows:
-        top = rows[0]["max_score"]
-        print(f"  scores: mean {statistics.mean(scores):.2f} / {top}, median {statistics.median(scores):g}")
-        errors = sum(n for status, n in statuses.items() if status not in ("ok", "cell_errors"))
-        print(f"  errors: {errors}  (" + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())) + ")")
     held = statuses.get("review", 0)
+    if scores:
+        top = rows[0]["max_score"]
+        print(f"  scores: mean {statistics.mean(scores):.2f} / {top}, median {statistics.median(scores):g}"
+              + (f" (of the {len(scores)} with nothing held)" if held else ""))
+    order = sorted(statuses, key=lambda s: (s != "ok", report.SEVERITY.index(s) if s in report.SEVERITY else -1))
+    print(f"  {len(entries)} submission{'s' * (len(entries) != 1)} by status:")
+    width = max(len(status) for status in order)
+    for status in order:
+        meaning = SUMMARY_TEXT.get(status) or report.STATUS_TEXT.get(status, "")
+        print(f"    {statuses[status]:>4} {status:<{width}}  {meaning}")
     if held:
         print(f"  held for review: {held} (read their notes, then `python -m autograder release {assignment} "
               "STUDENT_ID` for those whose work is honest)")

@@ -2,7 +2,8 @@
 
 Each graded part is one grade cell (``check_<part>``); its score becomes that cell's
 ``auto_score``, exactly where ``nbgrader autograde`` would put it, so ``nbgrader export``
-and the formgrader work on top. Manually graded cells (ex3's written answer) are left
+and the formgrader work on top. A part held for review gets no automatic score and needs a
+manual grade (see ``record``). Manually graded cells (ex3's written answer) are left
 for the formgrader: a copy of the submission goes to ``autograded/<student>/<assignment>/``
 in the course folder, which is where the formgrader and ``nbgrader generate_feedback`` read it.
 
@@ -14,13 +15,16 @@ autograde`` rebuilds it. See ``formgrader_copy``.
 
 ``read_totals`` reads it back, read-only, for the LMS export: nbgrader's total per
 submission (what ``nbgrader export`` reports) and what still waits for a manual grade.
+``CsvExport`` is ``nbgrader export`` with a column that names what waits.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
+import shutil
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
@@ -29,6 +33,7 @@ from pathlib import Path
 import nbformat
 import sqlalchemy.exc
 from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
+from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests
 
 # The releases are committed, so nbgrader skips them unless forced; forced, it writes a release again, byte
@@ -61,8 +66,16 @@ def open_checked(url: str, assignment: str, usage_error):
     return gradebook
 
 
-def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: list[str]) -> int:
-    """Write every student's per-part scores into the gradebook; returns how many were recorded."""
+def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: list[str],
+           stale: list[str] | None = None) -> int:
+    """Write every student's per-part scores into the gradebook; returns how many were recorded.
+
+    A part held for review gets no automatic score and needs a manual grade, nbgrader's own
+    state for a cell a person must grade: the formgrader flags it, nbgrader counts nothing for it
+    until someone types a score there or ``release`` records the measured one. A student whose
+    grades changed and who has feedback of nbgrader's is named in ``stale``, that feedback
+    removed: ``nbgrader generate_feedback`` passes over a student whose feedback exists.
+    """
     notebook = assignment  # one notebook per assignment, named like it (the exercise contract)
     recorded = 0
     for student_id in student_ids:
@@ -78,29 +91,57 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
             # session; with autoflush on, SQLAlchemy 2 warns three times that it cannot flush them yet
             with gradebook.db.no_autoflush:
                 gradebook.add_submission(assignment, student_id)
-        for part, scored in data["extra_data"]["parts"].items():
+        grades = gradebook.find_submission_notebook(notebook, assignment, student_id).grades
+        before = [(grade.name, grade.auto_score, grade.needs_manual_grade) for grade in grades]
+        parts = data["extra_data"]["parts"]
+        for part, scored in parts.items():
             grade = gradebook.find_grade(f"check_{part}", notebook, assignment, student_id)
-            grade.auto_score = float(scored["score"])
-            grade.needs_manual_grade = False
-        for grade in gradebook.find_submission_notebook(notebook, assignment, student_id).grades:
+            if "held" in scored:
+                grade.auto_score = None
+                grade.needs_manual_grade = grade.manual_score is None  # a score typed in the formgrader decides
+            else:
+                grade.auto_score = float(scored["score"])
+                grade.needs_manual_grade = False
+        for grade in grades:
             if grade.auto_score is None and grade.manual_score is None and grade.cell.cell_type == "markdown":
                 grade.needs_manual_grade = True
         gradebook.db.commit()
-        copy_for_formgrader(gradebook, assignment, student_id)
+        held = {f"check_{part}": scored for part, scored in parts.items() if "held" in scored}
+        course = copy_for_formgrader(gradebook, assignment, student_id, held)
+        changed = before != [(grade.name, grade.auto_score, grade.needs_manual_grade) for grade in grades]
+        if course is not None and changed and remove_feedback(course, student_id, assignment) and stale is not None:
+            stale.append(student_id)
         recorded += 1
     return recorded
 
 
-def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str) -> None:
-    """Write the formgrader's copy of the submitted notebook, when the gradebook is a course folder's file."""
+def remove_feedback(course: Path, student_id: str, assignment: str) -> bool:
+    """Remove nbgrader's feedback folder of one submission (``generate_feedback`` writes it again; it passes over
+    a submission whose folder exists, unless forced). True if there was one."""
+    feedback = (course / "feedback").resolve()
+    folder = feedback / student_id / assignment
+    if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent.parent != feedback:
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str,
+                        held: dict | None = None) -> Path | None:
+    """Write the formgrader's copy of the submitted notebook, when the gradebook is a course folder's file.
+
+    ``held``: grade_id -> the result's part held for review, said in a note above its grade cell.
+    Returns the course folder, or None when the gradebook is not a file in one.
+    """
     url = str(gradebook.db.bind.url)
     if not url.startswith("sqlite:///"):
-        return
+        return None
     course = Path(url[len("sqlite:///"):]).resolve().parent
     submitted = submitted_notebook(course / "submitted" / student_id / assignment, assignment)
     release = read_cells(course / "exercises" / assignment / f"{assignment}.ipynb") or []
     copy = formgrader_copy(read_cells(submitted), gradebook.find_notebook(assignment, assignment),
-                           {_text(cell.get("source")) for cell in release if cell.get("cell_type") == "markdown"})
+                           {_text(cell.get("source")) for cell in release if cell.get("cell_type") == "markdown"},
+                           held)
     target = course / "autograded" / student_id / assignment / f"{assignment}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".ipynb")
@@ -111,6 +152,7 @@ def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str) 
         os.replace(temporary, target)
     finally:
         Path(temporary).unlink(missing_ok=True)
+    return course
 
 
 def submitted_notebook(folder: Path, assignment: str) -> Path | None:
@@ -143,7 +185,8 @@ def _without_outputs(obj: dict) -> dict:
     return obj
 
 
-def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset()) -> nbformat.NotebookNode:
+def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset(),
+                    held: dict | None = None) -> nbformat.NotebookNode:
     """The notebook the formgrader shows for a submission's ``cells`` (None: unreadable).
 
     ``master`` is the gradebook's ``Notebook``: its source cells are the release's cells with
@@ -161,6 +204,11 @@ def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset
     server: a student's ``<img onerror=...>`` would run there. So a Markdown cell that is not
     one of the release's (``release_markdown``) and holds raw HTML, an entity or a link is
     shown as text (``_shown_as_text``).
+
+    A grade cell whose task is held for review (``held``: grade_id -> the result's part) has a
+    note above it with the measured score and why it is held: the formgrader shows it to the
+    instructor beside the score box, and ``nbgrader generate_feedback`` to the learner, where
+    nbgrader's table of scores can only say 0. The note's words from the result are shown as text.
     """
     released = {cell.name: cell for cell in master.source_cells}
     points = {cell.name: cell.max_score for cell in master.grade_cells}
@@ -188,6 +236,10 @@ def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset
     for cell in copied:
         if cell.cell_type == "markdown" and cell.source not in trusted and UNSAFE_MARKDOWN.search(cell.source):
             cell.source = _shown_as_text(cell.source)
+    for grade_id, part in (held or {}).items():  # after the check above: these notes are built safe
+        where = next((i for i, cell in enumerate(copied) if cell.metadata.get("nbgrader", {}).get("grade_id")
+                      == grade_id), len(copied))
+        copied.insert(where, nbformat.v4.new_markdown_cell(held_note(part)))
     kernelspec = json.loads(master.kernelspec) if master.kernelspec else {}
     notebook = nbformat.v4.new_notebook(cells=copied, metadata={"kernelspec": kernelspec} if kernelspec else {})
     nbformat.validate(notebook)
@@ -199,11 +251,28 @@ def formgrader_copy(cells: list[dict] | None, master, release_markdown=frozenset
 UNSAFE_MARKDOWN = re.compile(r"<|&|\](?:\(|:)|\\href", re.IGNORECASE)
 
 
-def _shown_as_text(text: str) -> str:
+def held_note(part: dict) -> str:
+    """The note above a held task's grade cell: what was measured, what happens next, and the result's reason."""
+    return (f"**Held for your instructor's review: {_plain(part.get('title', ''))}.** Its hidden tests measured "
+            f"{float(part.get('held', 0)):g} / {float(part.get('max_score', 0)):g} points; they count once your "
+            "instructor has reviewed it, and until then nbgrader shows this cell's score as 0. (Instructor: type the "
+            "points into this cell's score box, or run `python -m autograder release`.) Why it is held:\n\n"
+            + _fenced(str(part.get("note", ""))))
+
+
+def _plain(text: str) -> str:
+    """A title (the course's own) with every character Markdown or HTML could read as markup escaped."""
+    return re.sub(r"([\\`*_{}\[\]()#+!<>&|~$-])", r"\\\1", text)
+
+
+def _fenced(text: str) -> str:
     """``text`` in a fenced code block no line of it can close (CommonMark): rendered as plain text."""
     fence = "~" * max(3, 1 + max((len(run) for run in re.findall(r"~+", text)), default=0))
-    return (f"*Shown as text: this Markdown cell holds HTML, a link or an entity.*\n\n"
-            f"{fence}\n{text}\n{fence}")
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _shown_as_text(text: str) -> str:
+    return "*Shown as text: this Markdown cell holds HTML, a link or an entity.*\n\n" + _fenced(text)
 
 
 def _restored(cell: dict, source, points: dict, answers: set, tasks: set) -> nbformat.NotebookNode:
@@ -251,6 +320,7 @@ class Total:
     score: float  # what `nbgrader export` reports: automatic plus manual points, less any late penalty, at least 0
     automatic: float  # the automatic points recorded in it (what `record` wrote, or `nbgrader autograde`)
     ungraded: list[str]  # what still waits for a manual grade: "the written answer written_answer", ...
+    by_hand: frozenset[str] = frozenset()  # the cells given a score in the formgrader
 
 
 @dataclass
@@ -300,4 +370,56 @@ def _total(submission) -> Total:
                 for grade in grades if grade.needs_manual_grade]
     penalty = submission.late_submission_penalty or 0.0
     return Total(max(0.0, float(submission.score or 0.0) - penalty),
-                 sum(float(grade.auto_score) for grade in grades if grade.auto_score is not None), ungraded)
+                 sum(float(grade.auto_score) for grade in grades if grade.auto_score is not None), ungraded,
+                 frozenset(grade.name for grade in grades if grade.manual_score is not None))
+
+
+# ---- nbgrader export, with what waits named ------------------------------------------------------------------
+
+
+class CsvExport(CsvExportPlugin):
+    """``nbgrader export --exporter autograder.gradebook.CsvExport``: nbgrader's grades.csv, and what waits.
+
+    nbgrader's own export counts a cell that needs a manual grade as 0 and says nothing about it,
+    so a task held for review would look like a task that earned nothing. This writes nbgrader's
+    columns with nbgrader's values (its ``--to``, ``--assignment`` and ``--student`` options
+    work as they do there), plus ``needs_manual_grade``: each cell of the submission that waits
+    for a person, and why (a graded code cell waits only when its task is held for review), or
+    nothing when none waits.
+    """
+
+    COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+               "raw_score", "late_submission_penalty", "score", "max_score", "needs_manual_grade"]
+
+    def export(self, gradebook: Gradebook) -> None:
+        dest = self.to or "grades.csv"
+        students = {str(s) for s in self.student}
+        assignments = {str(a) for a in self.assignment}
+        self.log.info("Exporting grades to %s, with the cells that need a manual grade named", dest)
+        with open(dest, "w", newline="", encoding="utf-8") as file:
+            writer = csv.writer(file, lineterminator="\n")
+            writer.writerow(self.COLUMNS)
+            for assignment in gradebook.assignments:
+                if assignments and assignment.name not in assignments:
+                    continue
+                for student in gradebook.students:
+                    if students and student.id not in students:
+                        continue
+                    writer.writerow(["" if value is None else str(value)
+                                     for value in _export_row(gradebook, assignment, student)])
+
+
+def _export_row(gradebook: Gradebook, assignment, student) -> list:
+    """One row of ``CsvExport``: nbgrader's values (a missing submission is 0, as in nbgrader), and what waits."""
+    row = [assignment.name, assignment.duedate]
+    try:
+        submission = gradebook.find_submission(assignment.name, student.id)
+    except MissingEntry:
+        return row + ["", student.id, student.last_name, student.first_name, student.email, 0.0, 0.0, 0.0,
+                      assignment.max_score, ""]
+    penalty = submission.late_submission_penalty or 0.0
+    waiting = [f"{grade.name} ({'held for review' if grade.cell_type == 'code' else 'written answer to grade'})"
+               for notebook in submission.notebooks for grade in notebook.grades if grade.needs_manual_grade]
+    return row + [submission.timestamp, student.id, student.last_name, student.first_name, student.email,
+                  submission.score, penalty, max(0.0, submission.score - penalty), assignment.max_score,
+                  "; ".join(waiting)]

@@ -8,7 +8,9 @@ and the requirements. ``ROOT`` is ``/autograder`` on Gradescope and ``$AUTOGRADE
 anywhere else, so the zip can be tried in a folder laid out like Gradescope's container.
 Every results.json is checked against Gradescope's schema (``gradescope_results.schema.json``,
 written from Gradescope's specification) before it is written: a result Gradescope would
-refuse is a grader error the instructor sees, never a broken upload.
+refuse is a grader error the instructor sees, never a broken upload. A task held for review
+reaches Gradescope as tests at 0 that each say so, with what they measured (``report.result``);
+the README says how an instructor gives those points there.
 """
 
 from __future__ import annotations

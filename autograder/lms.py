@@ -24,7 +24,8 @@ formgrader (ex3's written answer) gets, without ``--gradebook``, a line on stder
 those points are missing. With ``--gradebook URL`` each score is nbgrader's total from the
 gradebook instead (automatic plus manual points, less any late penalty: what ``nbgrader
 export`` reports) and the maximum is the assignment's there. The results still decide
-whether a grade exists: besides the rules above, a submission gets no score, named on stderr,
+whether a grade exists, except that a held submission whose held tasks all have a score typed
+in the formgrader gets nbgrader's total. Besides that, a submission gets no score, named on stderr,
 when a cell waits for a manual grade, when its result is not in the gradebook, or when the
 gradebook's automatic points are not its result's (recorded before a ``release`` or a
 regrade). A submission only the gradebook has (graded by ``nbgrader autograde``) gets its total.
@@ -46,7 +47,8 @@ FORMATS = ("canvas", "moodle")
 # Statuses whose score is not a grade yet: the cell stays empty, with what to do about it.
 NOT_YET = {
     "review": "held for review: read {folder}/feedback/{student}.md, then "
-              "`python -m autograder release {assignment} {student}{where}` and export again",
+              "`python -m autograder release {assignment} {student}{where}` and export again (or give each held "
+              "task a score in the formgrader and export with --gradebook)",
     "grader_error": "not graded (a grader error): grade that notebook again with `python -m autograder grade "
                     "{assignment} NOTEBOOK --force{where}` and export again",
     # with --gradebook
@@ -81,8 +83,9 @@ def number(value) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
-def read_result(path: Path, assignment: str) -> tuple[str, float, float, str]:
-    """(student id, score, maximum, status) of one result file, or ``BadResults`` saying what is wrong."""
+def read_result(path: Path, assignment: str) -> tuple[str, float, float, str, frozenset[str]]:
+    """(student id, score, maximum, status, the grade cells of its parts held for review) of one result file, or
+    ``BadResults`` saying what is wrong."""
     fix = (f"grade that submission again (python -m autograder grade {assignment} NOTEBOOK --force), or move the "
            f"file out of {path.parent}/")
     try:
@@ -99,7 +102,10 @@ def read_result(path: Path, assignment: str) -> tuple[str, float, float, str]:
     if wrong:
         raise BadResults(f"{path} is not a result the grader wrote for {assignment} (wrong or missing: "
                          f"{', '.join(wrong)}); {fix}")
-    return path.stem, float(data["score"]), float(extra["max_score"]), extra["status"]
+    parts = extra.get("parts")
+    held = frozenset(f"check_{name}" for name, part in parts.items() if type(part) is dict and "held" in part) \
+        if type(parts) is dict else frozenset()
+    return path.stem, float(data["score"]), float(extra["max_score"]), extra["status"], held
 
 
 def read(results: Path, assignment: str, totals: dict | None = None, url: str = "") -> Column:
@@ -119,15 +125,19 @@ def read(results: Path, assignment: str, totals: dict | None = None, url: str = 
     if totals is not None:
         return from_gradebook(assignment, rows, totals, url)
     column = Column(assignment, maxima[0])
-    for student, score, _, status in rows:
+    for student, score, _, status, _ in rows:
         column.scores[student] = None if status in NOT_YET else score
         if status in NOT_YET:
             column.pending[student] = status
     return column
 
 
-def from_gradebook(assignment: str, rows: list[tuple[str, float, float, str]], totals: dict, url: str) -> Column:
-    """nbgrader's totals of one assignment, each kept only where the results agree that it is a grade."""
+def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str) -> Column:
+    """nbgrader's totals of one assignment, each kept only where the results agree that it is a grade.
+
+    A submission held for review is a grade once the instructor has typed a score in the formgrader
+    for every held task (nbgrader's manual score, which nbgrader counts), or after ``release``.
+    """
     fix = (f"run `nbgrader generate_assignment {assignment} --force` in the course folder, then grade with "
            f"`python -m autograder grade {assignment} PATH... --gradebook {url}`")
     if assignment not in totals:
@@ -136,10 +146,12 @@ def from_gradebook(assignment: str, rows: list[tuple[str, float, float, str]], t
     if not rows and not recorded.students:
         raise BadResults(f"no grades for {assignment} in the results or the gradebook {url}: {fix}")
     column = Column(assignment, recorded.max_score)
-    results = {student: (score, status) for student, score, _, status in rows}
+    results = {student: (score, status, held) for student, score, _, status, held in rows}
     for student in sorted(set(results) | set(recorded.students)):
         total = recorded.students.get(student)
-        measured, status = results.get(student, (None, None))
+        measured, status, held = results.get(student, (None, None, frozenset()))
+        if status == "review" and total is not None and held and held <= total.by_hand and not total.ungraded:
+            status = "ok"  # decided in the formgrader: nbgrader's total is the grade
         if status not in NOT_YET:
             if total is None:
                 status = "unrecorded"

@@ -96,10 +96,14 @@ def _normalized(source) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
-def find(assignment: str, paths: list[Path]) -> list[Entry]:
-    """Every submission under ``paths``: .ipynb files, or nbgrader course directories."""
+def find(assignment: str, paths: list[Path], passed_over: list[str] | None = None) -> list[Entry]:
+    """Every submission under ``paths``: .ipynb files, or nbgrader course directories.
+
+    A folder that yields no submission is named, with what was looked for, in ``passed_over``.
+    """
     entries: list[Entry] = []
     for path in paths:
+        before = len(entries)
         if path.is_dir() and (path / "submitted").is_dir():
             for student in sorted(p for p in (path / "submitted").iterdir() if p.is_dir()):
                 folder = student / assignment
@@ -111,10 +115,15 @@ def find(assignment: str, paths: list[Path]) -> list[Entry]:
                 if len(notebooks) > 1:
                     entry.problems.append(f"{len(notebooks)} notebooks submitted; graded {entry.path.name}")
                 entries.append(entry)
+            where = f"no student folder under {path / 'submitted'}/ has an {assignment}/ folder"
         elif path.is_dir():
             entries += [Entry(p.stem, p) for p in sorted(path.glob("*.ipynb"))]
+            where = ("it holds no .ipynb file (the grader reads the notebooks directly in a folder, or an nbgrader "
+                     "course folder's submitted/<student>/<assignment>/)")
         else:
             entries.append(Entry(path.stem, path))
+        if len(entries) == before and passed_over is not None:
+            passed_over.append(f"{path}: {where}")
     seen: dict[str, int] = {}
     for entry in entries:
         seen[entry.student_id] = seen.get(entry.student_id, 0) + 1

@@ -27,7 +27,7 @@ STATUS_TEXT = {
     "cell_errors": "graded; some cells raised errors",
     "invalid": "not gradable: the file could not be read as a notebook",
     "tampering": "0 points: the code reaches for the grader's or PyTorch's internals",
-    "review": "held for review: the points wait for your instructor (see the notes)",
+    "review": "held for review: the points of a held task wait for your instructor (see the notes)",
     "forbidden": "graded; a task used a PyTorch built-in or autograd that it forbids, and got 0 (see the task)",
     "protocol_violation": "graded; the worker's channel carried something that was not its answer",
     "sandbox_violation": "graded; the code tried something the sandbox stops or limits (see the notes)",
@@ -40,7 +40,13 @@ STATUS_TEXT = {
     "output_limit": "graded; the code printed more than the output limit",
     "grader_error": "not graded: the grader failed on this submission (please report it)",
 }
-SEVERITY = ["grader_error", "invalid", "tampering", "review", "forbidden", "protocol_violation", "sandbox_violation", "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
+# How a held part's tests show it, on Gradescope and in the feedback (``release`` takes both away again).
+HELD_LINE = "Held for your instructor's review"
+HELD_SUFFIX = " (held for your instructor's review)"
+# Where ``grade --gradebook`` leaves the gradebook's URL, so that ``release`` records there too.
+GRADEBOOK_FILE = "gradebook.url"
+SEVERITY = ["grader_error", "invalid", "tampering", "review", "forbidden", "protocol_violation", "sandbox_violation",
+            "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
             "exited", "output_limit", "cell_errors", "ok"]
 
 
@@ -95,39 +101,59 @@ def overall_status(readable: bool, tampering: list, events: list, cell_errors: l
 
 def result(assignment: str, student_id: str, digest: str, status: str, parts, problems: list[str],
            seconds: float, isolation: str) -> dict:
-    """The Gradescope results.json for one student."""
+    """The Gradescope results.json for one student.
+
+    A part held for review (``part.held`` set: the score its tests measured) scores 0 until
+    ``release``; each of its tests says so in its name and its output, keeps the status its
+    run measured, and keeps what it measured under its own ``extra_data.held``.
+    """
     tests = []
     for part in parts:
+        held = getattr(part, "held", None) is not None
         for outcome in part.outcomes:
             lines = ["passed" if outcome.passed else f"{outcome.status}: {outcome.message}"]
             if not outcome.passed and outcome.hint:
                 lines.append(f"What to check: {outcome.hint}")
-            tests.append({
+            test = {
                 "name": f"{part.title} > {outcome.name.replace('_', ' ')}",
                 "score": round(outcome.points, 4), "max_score": outcome.max_points,
                 "status": "passed" if outcome.passed else "failed",
                 "output": "\n".join(lines), "visibility": "visible",
-            })
+            }
+            if held:
+                measured = outcome.max_points if outcome.passed else 0.0
+                test["name"] += HELD_SUFFIX
+                test["score"] = 0
+                test["output"] = f"{HELD_LINE}: {measured:g} / {outcome.max_points:g} measured, counted once your " \
+                                 f"instructor has reviewed this task (see the notes)\n" + test["output"]
+                test["extra_data"] = {"held": measured}
+            tests.append(test)
     score = round(sum(part.score for part in parts), 4)
     max_score = sum(part.max_score for part in parts)
-    summary = [f"{student_id}: {score:g} / {max_score:g} ({STATUS_TEXT.get(status, status)})"]
-    summary += [f"- {part.title}: {part.score:g} / {part.max_score:g}" + (f" ({part.note})" if part.note else "")
-                for part in parts]
-    summary += [f"- note: {problem}" for problem in problems]
+    table = {part.name: {"title": part.title, "score": part.score, "max_score": part.max_score, "note": part.note,
+                         **({"held": part.held} if getattr(part, "held", None) is not None else {})}
+             for part in parts}
     return {
         "score": score,
         "execution_time": round(seconds, 3),
-        "output": "\n".join(summary),
+        "output": summary(student_id, score, max_score, status, table, problems),
         "tests": tests,
         "extra_data": {
             "student_id": student_id, "assignment": assignment, "status": status, "max_score": max_score,
             "problems": problems, "isolation": isolation, "digest": digest,
-            "grader_version": grader_version(assignment),
-            "parts": {part.name: {"title": part.title, "score": part.score, "max_score": part.max_score,
-                                  "note": part.note, **({"held": part.held} if getattr(part, "held", None)
-                                                        is not None else {})} for part in parts},
+            "grader_version": grader_version(assignment), "parts": table,
         },
     }
+
+
+def summary(student_id: str, score: float, max_score: float, status: str, parts: dict, problems: list[str]) -> str:
+    """The text above the tests: the total, each task's score (and why it is held or 0), the notes."""
+    lines = [f"{student_id}: {score:g} / {max_score:g} ({STATUS_TEXT.get(status, status)})"]
+    lines += [f"- {part['title']}: {part['score']:g} / {part['max_score']:g}" + (f" ({part['note']})" if part["note"]
+                                                                                  else "")
+              for part in parts.values()]
+    lines += [f"- note: {problem}" for problem in problems]
+    return "\n".join(lines)
 
 
 def feedback(data: dict) -> str:
@@ -136,21 +162,33 @@ def feedback(data: dict) -> str:
     lines = [f"# Feedback: {extra['assignment']}", "",
              f"**Score: {data['score']:g} / {extra['max_score']:g}** ({STATUS_TEXT.get(extra['status'], extra['status'])})",
              ""]
+    held = [part for part in extra["parts"].values() if "held" in part]
+    if held:
+        lines += [f"**{HELD_LINE}:** " + "; ".join(f"{part['title']} ({part['held']:g} / {part['max_score']:g} "
+                                                   "measured)" for part in held)
+                  + ". These points are not in the score above until your instructor has reviewed them.", ""]
     if extra["problems"]:
         lines += ["## Notes on your submission", ""] + [f"- {p}" for p in extra["problems"]] + [""]
     current = None
     for test in data["tests"]:
-        part, name = test["name"].split(" > ", 1)
+        part, name = test["name"].removesuffix(HELD_SUFFIX).split(" > ", 1)
         if part != current:
             current = part
             info = next((p for p in extra["parts"].values() if p.get("title") == part), {})
             lines += [f"## {part}", ""]
             if info.get("note"):
                 lines += [f"**{info['note']}**", ""]
-        mark = "✅ passed" if test["status"] == "passed" else "❌ failed"
-        lines.append(f"- {mark} ({test['score']:g} / {test['max_score']:g}): {name}")
+        output = test["output"].splitlines()
+        if "held" in test.get("extra_data", {}):
+            measured = "passed" if test["status"] == "passed" else "failed"
+            lines.append(f"- ⏸ held for review, measured {measured} ({test['extra_data']['held']:g} / "
+                         f"{test['max_score']:g}): {name}")
+            output = output[1:]  # the held line, said above
+        else:
+            mark = "✅ passed" if test["status"] == "passed" else "❌ failed"
+            lines.append(f"- {mark} ({test['score']:g} / {test['max_score']:g}): {name}")
         if test["status"] != "passed":
-            lines += [f"  - {line}" for line in test["output"].splitlines()]
+            lines += [f"  - {line}" for line in output]
     return "\n".join(lines) + "\n"
 
 
@@ -161,7 +199,11 @@ def save(results: Path, data: dict) -> None:
 
 
 def grades_csv(results: Path) -> list[dict]:
-    """Rebuild DIR/grades.csv from every result in DIR; returns its rows."""
+    """Rebuild DIR/grades.csv from every result in DIR; returns its rows.
+
+    A submission with a part held for review has no score in the file (its status, ``review``,
+    says why): what it has is not its grade yet. The rows returned keep the points counted so far.
+    """
     rows = []
     for path in sorted(results.glob("*.json")):
         try:
@@ -169,16 +211,31 @@ def grades_csv(results: Path) -> list[dict]:
             extra = data["extra_data"]
             rows.append({"student_id": extra["student_id"], "score": data["score"],
                          "max_score": extra["max_score"], "status": extra["status"],
+                         "held": extra["status"] == "review" or any("held" in p for p in extra["parts"].values()),
                          "peak_mb": extra.get("grader_peak_rss_mb")})
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     out = io.StringIO()
     writer = csv.DictWriter(out, ["student_id", "score", "max_score", "status"], lineterminator="\n",
                             extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({**row, "score": "" if row["held"] else row["score"]} for row in rows)
     write_atomic(results / "grades.csv", out.getvalue())
     return rows
+
+
+def remember_gradebook(results: Path, url: str) -> None:
+    """Keep the gradebook that ``results`` were recorded into (a SQLite path made absolute) for ``release``."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        url = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
+    write_atomic(results / GRADEBOOK_FILE, url + "\n")
+
+
+def remembered_gradebook(results: Path) -> str | None:
+    try:
+        return (results / GRADEBOOK_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 class NotHeld(Exception):
@@ -186,25 +243,39 @@ class NotHeld(Exception):
 
 
 def release(results: Path, student_id: str) -> dict:
-    """Give a held submission the scores its tests measured, after the instructor's review."""
+    """Give each part held for review the score its tests measured, after the instructor's review.
+
+    The JSON, the feedback and the Gradescope text all become what they would have been with
+    nothing held; the other parts are left as they are.
+    """
     path = results / f"{student_id}.json"
     try:
         data = json.loads(path.read_text())
         extra = data["extra_data"]
-    except (OSError, ValueError, KeyError):
+        parts = extra["parts"]
+    except (OSError, ValueError, KeyError, TypeError):
         raise NotHeld(f"no result for {student_id} in {results}/") from None
-    if extra.get("status") != "review":
+    held = {name: part for name, part in parts.items() if "held" in part}
+    if not held and extra.get("status") != "review":
         raise NotHeld(f"{student_id} is not held for review (status {extra.get('status')})")
-    for part in extra["parts"].values():
-        part["score"] = part.pop("held", part["score"])
-        part["note"] = "released after review"
-    titles = {part["title"]: part for part in extra["parts"].values()}
+    titles = {part["title"] for part in held.values()}
+    for part in held.values():
+        part["score"] = part.pop("held")
+        part["note"] = "released after your instructor's review"
     for test in data["tests"]:
-        title = test["name"].split(" > ", 1)[0]
-        if test["status"] == "passed" and title in titles:
-            test["score"] = test["max_score"]
-    data["score"] = round(sum(part["score"] for part in extra["parts"].values()), 4)
-    extra["status"] = "ok"
+        marks = test.get("extra_data", {})
+        if "held" in marks:
+            test["score"] = marks.pop("held")
+            test["name"] = test["name"].removesuffix(HELD_SUFFIX)
+            test["output"] = "\n".join(line for line in test["output"].splitlines() if not line.startswith(HELD_LINE))
+            if not marks:
+                del test["extra_data"]
+        elif test["status"] == "passed" and test["name"].split(" > ", 1)[0] in titles:  # written before tests
+            test["score"] = test["max_score"]  # carried their own mark
+    data["score"] = round(sum(part["score"] for part in parts.values()), 4)
+    if extra.get("status") == "review":
+        extra["status"] = "ok"
     extra["problems"] = extra["problems"] + ["released by the instructor after review"]
+    data["output"] = summary(student_id, data["score"], extra["max_score"], extra["status"], parts, extra["problems"])
     save(results, data)
     return data
