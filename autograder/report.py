@@ -274,7 +274,8 @@ def release(results: Path, student_id: str) -> dict:
             test["score"] = test["max_score"]  # carried their own mark
     data["score"] = round(sum(part["score"] for part in parts.values()), 4)
     if extra.get("status") == "review":
-        extra["status"] = "ok"
+        after = extra.pop("status_after_release", "ok")
+        extra["status"] = after if after in STATUS_TEXT and after != "review" else "ok"
     extra["problems"] = extra["problems"] + ["released by the instructor after review"]
     data["output"] = summary(student_id, data["score"], extra["max_score"], extra["status"], parts, extra["problems"])
     save(results, data)

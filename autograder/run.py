@@ -211,11 +211,14 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
             scoring.hold(part, "held for your instructor's review: " + "; ".join(reasons[:3]))
             problems += [f"{part.title} held for review: {reason}" for reason in reasons]
             held += reasons
+    released = status  # what ``release`` restores once the held tasks get their points
     if held:
         status = "review"
     data = report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems, graded.seconds,
                          sandbox.isolation)
     data["extra_data"]["instructor_notes"] = evidence.reported(findings, held)
+    if held:
+        data["extra_data"]["status_after_release"] = released
     return data
 
 

@@ -143,6 +143,16 @@ def test_release_gives_the_held_part_its_measured_score_and_leaves_the_other_par
     assert after["extra_data"]["status"] == "ok"
 
 
+@pytest.mark.parametrize("status", ["cell_errors", "timeout", "forbidden"])
+def test_release_restores_the_status_the_submission_had_besides_the_hold(tmp_path, status):
+    folder = tmp_path / "results" / EX2
+    data = held_result()
+    data["extra_data"]["status_after_release"] = status
+    report.save(folder, data)
+    assert release(folder, "ada") == 0
+    assert saved(folder)["extra_data"]["status"] == status
+
+
 def test_after_release_nothing_on_gradescope_says_held_and_each_test_has_its_measured_points(results):
     release(results, "ada")
     data = saved(results)
