@@ -318,8 +318,8 @@ def test_reading_grad_fn_in_the_graded_call_holds_that_part_only(graded):
     assignment, results = graded
     result = results["reads-grad-fn-in-the-graded-call"]
     held = sorted(name for name, part in result["extra_data"]["parts"].items() if "held" in part)
-    assert (held, result["extra_data"]["status"], measured_scores(result)) == (
-        [BACKWARD[assignment]], "review", max_scores(assignment))
+    assert (held, result["extra_data"]["status"], result["extra_data"]["status_after_release"],
+            measured_scores(result)) == ([BACKWARD[assignment]], "review", "ok", max_scores(assignment))
 
 
 def test_the_hold_quotes_the_line_it_rests_on(graded):
