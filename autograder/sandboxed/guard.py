@@ -154,6 +154,33 @@ def take_away_mode_switches() -> None:
                 namespace[key] = _switch_refusal(originals[id(value)])
 
 
+# functorch's entry points into its own autograd: every grad, vjp, jacrev, jvp or jacfwd transform enters one.
+# Its gradients are computed on wrapped tensors, above the dispatch mode, which sees only plain ones.
+FUNCTORCH_ENTRIES = ("_grad_increment_nesting", "_jvp_increment_nesting")
+
+
+def record_functorch_entries(record) -> None:
+    """Make every holder of functorch's entry points call ``record("autograd")`` first (in the zygote)."""
+    from torch._C import _functorch
+
+    originals = {id(getattr(_functorch, name)): getattr(_functorch, name) for name in FUNCTORCH_ENTRIES}
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        for key, value in list(namespace.items()):
+            if id(value) in originals:
+                namespace[key] = _entry_recording(record, originals[id(value)])
+
+
+def _entry_recording(record, original):
+    def entry(*args, **kwargs):
+        record("autograd")
+        return original(*args, **kwargs)
+
+    return entry
+
+
 def _switch_refusal(name: str):
     def refuse(*args, **kwargs):
         sys.audit("autograder.switch", name)  # the worker's audit hook notes the attempt

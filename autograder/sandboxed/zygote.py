@@ -216,6 +216,7 @@ def main(control_fd: int, block=()) -> None:
     registrations = guard.remove_capabilities(block)  # noqa: F841 - alive, and out of reach, while main runs
     if set(block) & set(guard.NORM_TAGS):
         registrations += guard.recording_kernels(monitor.record)
+    guard.record_functorch_entries(monitor.record)
     monitor.__enter__()  # on for good, in every worker forked from here
     guard.take_away_mode_switches()
     children: dict[int, int] = {}  # pid -> uid
