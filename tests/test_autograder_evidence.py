@@ -209,6 +209,19 @@ def {backward}(dout, cache):
 """
 
 
+def vjp_with_the_function_mode_off(assignment: str) -> str:
+    """torch.func.vjp with every function mode switched off, reached by names built at run time."""
+    forward, backward = NAMES[assignment]
+    return FORWARD[assignment] + f"""
+def {backward}(dout, cache):
+    x, w, b, eps = cache
+    off = getattr(getattr(torch, '_' + 'C'), 'DisableTorch' + 'Function')
+    with off():
+        _, pull = getattr(torch.func, 'v' + 'jp')(lambda *t: formula(*t, eps), x, w, b)
+        return tuple(pull(dout))
+"""
+
+
 def own_backward_reading_grad_fn(assignment: str) -> str:
     """The reference backward that also looks at grad_fn inside the graded call (and uses nothing it finds)."""
     solution = reference_source(assignment)
@@ -251,6 +264,7 @@ def attacks(assignment: str) -> dict[str, dict]:
                                                                  subclass_vjp(assignment, "__torch_dispatch__")),
         "autograd.grad-inside-a-torch-function-handler": with_cell(assignment, part,
                                                                     subclass_autograd_grad(assignment)),
+        "torch.func-with-the-function-mode-off": with_cell(assignment, part, vjp_with_the_function_mode_off(assignment)),
     }
 
 
