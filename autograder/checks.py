@@ -5,7 +5,9 @@ A suite module tests one contract part (``PART``) and lists what that part forbi
 ``instance_norm``, ``rms_norm``, ``autograd``). Each ``test_*`` function takes the
 fixture ``sub`` (a ``Submission``) and any ``pytest.mark.parametrize`` arguments, is
 worth ``@points(n)`` when every case passes, and has a docstring: the hint a learner
-sees when it fails. Failure messages must never contain the hidden inputs.
+sees when it is the task's first failed test and no message names the mistake. A check
+that knows the wrong answers learners give passes them as ``mistakes`` (``known_mistake``),
+so that the message names the one made. Failure messages must never contain the hidden inputs.
 
 The suite runs in the trusted process. It never gets the submission's objects, only
 fresh tensors and plain values decoded from the worker's answers, and handles to
@@ -27,7 +29,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from autograder.sandboxed.wire import Handle, TensorInfo, tensor_info
 
 __all__ = ["points", "Submission", "StudentError", "WorkerLost", "Handle", "TensorInfo", "tensor_info",
-           "assert_close", "SETTINGS", "fail", "assert_module_matches_function"]
+           "assert_close", "SETTINGS", "fail", "assert_module_matches_function", "Diagnosis", "known_mistake",
+           "fail_naming"]
 
 # Hypothesis keeps a cache in ./.hypothesis by default: in a student's folder, or in an
 # nbgrader source folder that nbgrader would copy into the release. Keep it out of both.
@@ -69,6 +72,58 @@ class WorkerLost(Exception):
 def fail(message: str):
     """Fail the current test with a learner-facing message."""
     raise AssertionError(message)
+
+
+class Diagnosis(AssertionError):
+    """A failure whose message names the mistake itself (as in ``known_mistake``).
+
+    The feedback then leaves out the tests' fixed hints for that part: a checklist of the usual causes
+    would name causes this answer does not have.
+    """
+
+
+def known_mistake(actual, mistakes, atol: float, rtol: float, expected=None) -> str | None:
+    """The description of the known mistake whose answer ``actual`` equals, or None.
+
+    ``mistakes``: (description, compute) pairs, ``compute()`` giving the answer that mistake makes on the
+    test's input, computed here in the trusted process. A mistake that does not apply to the input (a
+    dimension it does not have, ...) raises or gives None, and is skipped; so is one whose answer is right
+    on this input (equal to ``expected``), or of another dtype than ``actual``. Where several mistakes match,
+    the closest is named, unless the input cannot tell it from another (their answers agree to a tenth of
+    the tolerance): then none is, as a guess would name a mistake the learner may not have made.
+    """
+    if not isinstance(actual, torch.Tensor):
+        return None
+
+    def close(a, b, scale=1.0):
+        return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol * scale, rtol=rtol * scale,
+                                                     equal_nan=True)
+
+    found = []
+    for description, compute in mistakes:
+        try:
+            wrong = compute()
+        except Exception:  # the mistake cannot be made on this input
+            continue
+        if not isinstance(wrong, torch.Tensor) or wrong.dtype != actual.dtype:
+            continue
+        if isinstance(expected, torch.Tensor) and close(wrong, expected):
+            continue
+        if close(actual, wrong):
+            error = (actual.double() - wrong.double()).abs().nan_to_num(0.0).max().item()
+            found.append((error, len(found), description, wrong.double()))
+    found.sort(key=lambda match: match[:2])
+    if len(found) > 1 and found[1][2] != found[0][2] and close(found[0][3], found[1][3], scale=0.1):
+        return None
+    return found[0][2] if found else None
+
+
+def fail_naming(message: str, actual, mistakes, atol: float = 1e-5, rtol: float = 1e-4, expected=None):
+    """Fail with ``message``, followed by the mistake ``actual`` is the answer of when it is one of ``mistakes``."""
+    named = known_mistake(actual, mistakes, atol, rtol, expected)
+    if named is None:
+        fail(message)
+    raise Diagnosis(f"{message}: {named}")
 
 
 @dataclass
@@ -151,11 +206,19 @@ class Submission:
         self.request("train", target=obj, mode=bool(mode))
 
 
-def assert_close(actual, expected: torch.Tensor, what: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+def assert_close(actual, expected: torch.Tensor, what: str, atol: float = 1e-5, rtol: float = 1e-4,
+                 mistakes=()) -> None:
     """Fail with a learner-facing message unless ``actual`` is a tensor close to ``expected``.
 
-    The message names ``what`` and the size of the error, never the inputs.
+    The message names ``what`` and the size of the error, never the inputs; and, when ``actual`` is the
+    answer of one of the ``mistakes`` (see ``known_mistake``), that mistake.
     """
+    if mistakes:
+        try:
+            assert_close(actual, expected, what, atol, rtol)
+        except AssertionError as error:
+            fail_naming(str(error), actual, mistakes, atol, rtol, expected)
+        return
     if not isinstance(actual, torch.Tensor):
         fail(f"{what} should return a tensor, got {type(actual).__name__}")
     if tuple(actual.shape) != tuple(expected.shape):

@@ -2,7 +2,8 @@
 
 Per student: ``DIR/<student_id>.json`` in Gradescope's results.json schema (``score``,
 ``execution_time``, ``output``, ``tests``; our own fields under ``extra_data``) and
-``DIR/feedback/<student_id>.md``, which lists every test with its outcome and a hint,
+``DIR/feedback/<student_id>.md``, which lists every test with its outcome (one line for a task
+whose tests all failed for one reason) and at most one hint per task (``hinted_outcome``),
 never a hidden input or the test's source. Per run: ``DIR/grades.csv``. Every file is
 written to a temporary name and renamed into place, so a killed run leaves either the
 old file or the new one; a re-run skips submissions whose result is already current.
@@ -99,6 +100,19 @@ def overall_status(readable: bool, tampering: list, events: list, cell_errors: l
     return min(found, key=SEVERITY.index)
 
 
+def hinted_outcome(outcomes):
+    """The one outcome of a part whose fixed hint the learner reads, or None.
+
+    A hint is a test's checklist of the usual causes, written before any answer was seen: where a message
+    already names the mistake (a diagnosis), or where several tests fail because of one mistake, the other
+    tests' checklists name causes the answer does not have. So a part shows at most one hint, that of its
+    first test that failed on what the code computed or raised, and none once any message names the mistake.
+    """
+    if any(outcome.diagnosed for outcome in outcomes):
+        return None
+    return next((o for o in outcomes if o.status in ("failed", "error") and o.hint), None)
+
+
 def result(assignment: str, student_id: str, digest: str, status: str, parts, problems: list[str],
            seconds: float, isolation: str) -> dict:
     """The Gradescope results.json for one student.
@@ -110,9 +124,10 @@ def result(assignment: str, student_id: str, digest: str, status: str, parts, pr
     tests = []
     for part in parts:
         held = getattr(part, "held", None) is not None
+        hinted = hinted_outcome(part.outcomes)
         for outcome in part.outcomes:
             lines = ["passed" if outcome.passed else f"{outcome.status}: {outcome.message}"]
-            if not outcome.passed and outcome.hint:
+            if outcome is hinted:
                 lines.append(f"What to check: {outcome.hint}")
             test = {
                 "name": f"{part.title} > {outcome.name.replace('_', ' ')}",
@@ -157,7 +172,7 @@ def summary(student_id: str, score: float, max_score: float, status: str, parts:
 
 
 def feedback(data: dict) -> str:
-    """Markdown feedback for one student: every test, its outcome, and what to check."""
+    """Markdown feedback for one student: every test, its outcome, and what is wrong or what to check."""
     extra = data["extra_data"]
     lines = [f"# Feedback: {extra['assignment']}", "",
              f"**Score: {data['score']:g} / {extra['max_score']:g}** ({STATUS_TEXT.get(extra['status'], extra['status'])})",
@@ -169,26 +184,34 @@ def feedback(data: dict) -> str:
                   + ". These points are not in the score above until your instructor has reviewed them.", ""]
     if extra["problems"]:
         lines += ["## Notes on your submission", ""] + [f"- {p}" for p in extra["problems"]] + [""]
-    current = None
+    by_part = {}
     for test in data["tests"]:
-        part, name = test["name"].removesuffix(HELD_SUFFIX).split(" > ", 1)
-        if part != current:
-            current = part
-            info = next((p for p in extra["parts"].values() if p.get("title") == part), {})
-            lines += [f"## {part}", ""]
-            if info.get("note"):
-                lines += [f"**{info['note']}**", ""]
-        output = test["output"].splitlines()
-        if "held" in test.get("extra_data", {}):
-            measured = "passed" if test["status"] == "passed" else "failed"
-            lines.append(f"- ⏸ held for review, measured {measured} ({test['extra_data']['held']:g} / "
-                         f"{test['max_score']:g}): {name}")
-            output = output[1:]  # the held line, said above
-        else:
-            mark = "✅ passed" if test["status"] == "passed" else "❌ failed"
-            lines.append(f"- {mark} ({test['score']:g} / {test['max_score']:g}): {name}")
-        if test["status"] != "passed":
-            lines += [f"  - {line}" for line in output]
+        by_part.setdefault(test["name"].removesuffix(HELD_SUFFIX).split(" > ", 1)[0], []).append(test)
+    for part, tests in by_part.items():
+        info = next((p for p in extra["parts"].values() if p.get("title") == part), {})
+        lines += [f"## {part}", ""]
+        if info.get("note"):
+            lines += [f"**{info['note']}**", ""]
+        outputs = {test["output"] for test in tests}
+        if len(tests) > 1 and len(outputs) == 1 and all(test["status"] != "passed" for test in tests) \
+                and "held" not in info:
+            # One cause for every test (not implemented yet, a forbidden call, ...): one line says it.
+            score, top = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+            lines.append(f"- ❌ all {len(tests)} tests ({score:g} / {top:g}): {outputs.pop()}")
+            continue
+        for test in tests:
+            name = test["name"].removesuffix(HELD_SUFFIX).split(" > ", 1)[1]
+            output = test["output"].splitlines()
+            if "held" in test.get("extra_data", {}):
+                measured = "passed" if test["status"] == "passed" else "failed"
+                lines.append(f"- ⏸ held for review, measured {measured} ({test['extra_data']['held']:g} / "
+                             f"{test['max_score']:g}): {name}")
+                output = output[1:]  # the held line, said above
+            else:
+                mark = "✅ passed" if test["status"] == "passed" else "❌ failed"
+                lines.append(f"- {mark} ({test['score']:g} / {test['max_score']:g}): {name}")
+            if test["status"] != "passed":
+                lines += [f"  - {line}" for line in output]
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from autograder.checks import StudentError, Submission, WorkerLost
+from autograder.checks import Diagnosis, StudentError, Submission, WorkerLost
 
 SUITES = Path(__file__).resolve().parent / "suites"
 
@@ -32,6 +32,14 @@ FORBIDDEN_NAMES = {
     "autograd": "autograd (.backward(), torch.autograd, torch.func, or recording a graph with gradients turned on)",
 }
 NORM_TAGS = {"layer_norm", "batch_norm", "instance_norm", "rms_norm", "group_norm"}
+# PyTorch errors that have one cause in a learner's code: the message adds what that cause is.
+KNOWN_ERRORS = {
+    "a leaf Variable that requires grad is being used in an in-place operation":
+        "it changes in place a tensor it was given (x += ..., x.mul_(...)): compute a new tensor instead",
+    "must have the same dtype": "it mixes float32 and float64 tensors: keep the dtype of the input (no .float() "
+                                "inside)",
+    "key_padded_mask": "it passes the mask as key_padding_mask: pass it as attn_mask=attn_mask",
+}
 # What ends a worker: the rest of that task's tests are not run, and the next task starts a fresh worker.
 WORKER_ENDED = {"timeout", "crashed", "exited", "killed", "cpu_limit", "protocol_violation"}
 
@@ -68,6 +76,7 @@ class Outcome:
     message: str = ""
     hint: str = ""
     status: str = "passed"  # passed | failed | error | missing | forbidden | timeout | crashed | ...
+    diagnosed: bool = False  # the message names the mistake (checks.Diagnosis): the part's hints would mislead
 
 
 @dataclass
@@ -133,6 +142,7 @@ def run_test(test: Test, sub: Submission) -> Outcome:
             test.func(sub=sub, **case)
     except AssertionError as error:
         outcome.status, outcome.message = "failed", str(error).split("\n")[0][:300] or "a check failed"
+        outcome.diagnosed = isinstance(error, Diagnosis)
     except StudentError as error:
         if error.kind == "MemoryError" or "allocate memory" in error.message:
             outcome.status, outcome.message = "memory_limit", "it ran out of memory (the grader's memory limit)"
@@ -142,6 +152,10 @@ def run_test(test: Test, sub: Submission) -> Outcome:
             outcome.status, outcome.message = "missing", f"{error.message}: keep the name from the exercise"
         else:
             outcome.status, outcome.message = "error", f"your code raised {error}"[:300]
+            cause = next((cause for known, cause in KNOWN_ERRORS.items() if known in error.message), None)
+            if cause:
+                outcome.message = f"{outcome.message[:290 - len(cause)].rstrip('. ')}: {cause}"
+                outcome.diagnosed = True
     except WorkerLost as error:
         outcome.status, outcome.message = error.status, str(error)
     except Exception as error:  # a suite bug, or an answer the suite could not interpret

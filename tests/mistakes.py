@@ -15,6 +15,9 @@ class Mistake:
     what: str  # the mistake, in a few words (also the test id)
     source: str  # the wrong cell
     hint: str  # a fragment of the self-check's message
+    # A fragment of the hidden suite's feedback that names the mistake (default: hint), or (fragment, *also): the
+    # fragments naming other mistakes of the task that this one makes too (tests/test_catalogue_feedback.py).
+    feedback: str | tuple[str, ...] = ""
 
 
 # The contract's submodules, which every block mistake below keeps.
@@ -60,13 +63,14 @@ class ResidualBlock(nn.Module):
 def make_mlp(depth, dim, residual):
     sublayer = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
     return nn.Sequential(*[ResidualBlock(sublayer) if residual else sublayer for _ in range(depth)])
-''', "sharing a sublayer"),
+''', "sharing a sublayer", feedback="some blocks share parameters"),
     Mistake("ex1_residual", "input_grad_norm", "marks-x-itself-as-requiring-grad", '''
 def input_grad_norm(model, x):
     x.requires_grad_(True)
     model(x).sum().backward()
     return x.grad.norm().item()
-''', "work on a detached copy"),
+''', "work on a detached copy",
+        feedback=("x.requires_grad was False and is True", "added its gradients into the .grad")),
     Mistake("ex2_layernorm", "layer_norm", "unbiased-variance", '''
 def layer_norm(x, weight, bias, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
@@ -76,12 +80,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def layer_norm(x, weight, bias, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     return (x - mean) / (x.std(-1, unbiased=False, keepdim=True) + eps) * weight + bias
-''', "eps inside the square root"),
+''', "eps inside the square root", feedback="adds eps outside the square root"),
     Mistake("ex2_layernorm", "layer_norm", "wrong-axis", '''
 def layer_norm(x, weight, bias, eps=1e-5):
     mean = x.mean(0)
     return (x - mean) / torch.sqrt(((x - mean) ** 2).mean(0) + eps) * weight + bias
-''', "wrong axis"),
+''', "wrong axis", feedback="over dimension 0"),
     Mistake("ex2_layernorm", "LayerNorm", "ignores-eps", '''
 class LayerNorm(nn.Module):
     def __init__(self, normalized_shape, eps=1e-5):
@@ -92,7 +96,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x):
         return layer_norm(x, self.weight, self.bias, self.eps)
-''', "store the eps"),
+''', "store the eps", feedback="self.eps is not the eps passed to LayerNorm"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-misses-the-statistics-terms", '''
 def layer_norm_forward(x, weight, bias, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
@@ -130,7 +134,7 @@ def layer_norm_backward(dout, cache):
     Mistake("ex3_batchnorm", "batch_norm", "momentum-reversed", batch_norm_cell('''
             running_mean.mul_(momentum).add_((1 - momentum) * mean)
             running_var.mul_(momentum).add_((1 - momentum) * x.var(dims))
-'''), "running_mean is wrong"),
+'''), "running_mean is wrong", feedback="the momentum is reversed"),
     Mistake("ex3_batchnorm", "batch_norm", "eval-uses-batch-statistics", '''
 def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
     dims = [0] + list(range(2, x.dim()))
@@ -146,7 +150,7 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.
 def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
     mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-''', "that is LayerNorm"),
+''', "that is LayerNorm", feedback=("like LayerNorm", "did not change in training mode")),
     Mistake("ex4_prepost", "PostNormBlock", "norm-before-the-add", block_cell("PostNormBlock", '''
     def forward(self, x, attn_mask=None):
         x = x + self.norm1(self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0])
@@ -156,7 +160,7 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.
     def forward(self, x, attn_mask=None):
         x = self.norm1(x + self.attn(x, x, x, need_weights=False)[0])
         return self.norm2(x + self.ffn(x))
-'''), "attn_mask has no effect"),
+'''), "attn_mask has no effect", feedback="it ignores attn_mask"),
     Mistake("ex4_prepost", "PreNormBlock", "normalizes-the-residual-stream", block_cell("PreNormBlock", '''
     def forward(self, x, attn_mask=None):
         x = self.norm1(x)
@@ -178,37 +182,40 @@ def make_stack(block_cls, depth, d_model, n_heads, d_ff):
             return self.final_norm(x)
 
     return Stack()
-''', "final_norm of a PreNormBlock stack"),
+''', "final_norm of a PreNormBlock stack", feedback="final_norm is always nn.Identity()"),
     Mistake("ex4_prepost", "ffn_grad_norms", "reads-accumulated-grad", '''
 def ffn_grad_norms(stack, x, target):
     F.mse_loss(stack(x), target).backward()
     return [block.ffn[2].weight.grad.norm().item() for block in stack.blocks]
-''', "gradients stored on the parameters leaked"),
+''', "gradients stored on the parameters leaked", feedback="it reads .grad after .backward()"),
     Mistake("ex5_rmsnorm", "rms_norm", "re-centres", '''
 def rms_norm(x, weight, eps=1e-6):
     x = x - x.mean(-1, keepdim=True)
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-''', "RMSNorm does not re-centre"),
+''', "RMSNorm does not re-centre",
+        feedback=("RMSNorm does not re-centre", "it computes in torch.float16 itself")),
     Mistake("ex5_rmsnorm", "rms_norm", "sum-instead-of-mean", '''
 def rms_norm(x, weight, eps=1e-6):
     return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight
-''', "root of their MEAN"),
+''', "root of their MEAN", feedback=("root of their MEAN", "it computes in torch.float16 itself")),
     Mistake("ex5_rmsnorm", "rms_norm", "no-float32-upcast", '''
 def rms_norm(x, weight, eps=1e-6):
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-''', "compute the statistics in float32"),
+''', "compute the statistics in float32",
+        feedback=("it computes in torch.float16 itself", "it computes in torch.bfloat16 itself")),
     Mistake("ex5_rmsnorm", "rms_norm", "returns-float32-for-half-input", '''
 def rms_norm(x, weight, eps=1e-6):
     if x.dtype in (torch.float16, torch.bfloat16):
         x, weight = x.float(), weight.float()
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-''', "output, got torch.float32"),
+''', "output, got torch.float32", feedback="gave a torch.float32 output"),
     Mistake("ex5_rmsnorm", "rms_norm", "computes-float64-in-float32", '''
 def rms_norm(x, weight, eps=1e-6):
     y = x.float()
     y = y / torch.sqrt(y.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
     return y if x.dtype == torch.float64 else y.to(x.dtype)
-''', "a float64 input should give a float64 output"),
+''', "a float64 input should give a float64 output",
+        feedback="has dtype torch.float32, expected torch.float64"),
     Mistake("ex5_rmsnorm", "RMSNorm", "eps-not-passed-on", '''
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -218,7 +225,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         return rms_norm(x, self.weight)
-''', "is eps passed on"),
+''', "is eps passed on", feedback="does not pass self.eps on"),
 ]
 
 # ex6_beyond_norm: a correct forward/backward pair, and the two modules, each with one mistake.
@@ -263,10 +270,10 @@ class DyT(nn.Module):
 '''
 
 
-def ex6(task: str, what: str, template: str, old: str, new: str, hint: str) -> Mistake:
+def ex6(task: str, what: str, template: str, old: str, new: str, hint: str, feedback: str = "") -> Mistake:
     """An ex6 mistake: ``template`` with ``old`` (which occurs once) replaced by ``new``."""
     assert template.count(old) == 1, old
-    return Mistake("ex6_beyond_norm", task, what, template.replace(old, new), hint)
+    return Mistake("ex6_beyond_norm", task, what, template.replace(old, new), hint, feedback)
 
 
 BN6 = "batch_norm_forward_backward"
@@ -281,23 +288,24 @@ MISTAKES += [
     ex6(BN6, "batch-variance-unbiased", EX6_BN, "var = x.var(0, unbiased=False)", "var = x.var(0)",
         "divide by N, not N - 1"),
     ex6(BN6, "batch-eps-outside-the-root", EX6_BN, "inv_std = 1 / torch.sqrt(var + eps)",
-        "inv_std = 1 / (torch.sqrt(var) + eps)", "eps inside the square root"),
+        "inv_std = 1 / (torch.sqrt(var) + eps)", "eps inside the square root",
+        feedback="adds eps outside the square root"),
     ex6(BN6, "backward-modifies-dout-in-place", EX6_BN, "g = dout * gamma", "g = dout.mul_(gamma)",
         "changed dout in place"),
     ex6(BN6, "backward-by-autograd", EX6_BN, DX, """with torch.enable_grad():
         leaf = x_hat.detach().clone().requires_grad_()
         (dx,) = torch.autograd.grad(leaf * gamma, leaf, dout)""", "uses autograd"),
     ex6("ReZeroBlock", "rezero-alpha-starts-at-one", EX6_REZERO, "torch.zeros(())", "torch.ones(())",
-        "alpha starts at zero"),
+        "alpha starts at zero", feedback="alpha does not start at zero"),
     ex6("ReZeroBlock", "rezero-alpha-is-a-vector", EX6_REZERO, "torch.zeros(())", "torch.zeros(1)",
         "one scalar for the whole block"),
     ex6("ReZeroBlock", "rezero-scales-x-instead-of-the-branch", EX6_REZERO, "x + self.alpha * self.sublayer(x)",
-        "self.alpha * x + self.sublayer(x)", "alpha scales the branch"),
+        "self.alpha * x + self.sublayer(x)", "alpha scales the branch", feedback="scales x instead of the branch"),
     ex6("DyT", "dyt-alpha-is-a-vector", EX6_DYT, "torch.tensor(float(alpha_init))",
         "torch.full((dim,), float(alpha_init))", "one scalar shared by every feature"),
     ex6("DyT", "dyt-weight-and-bias-are-scalars", EX6_DYT, "self.weight = nn.Parameter(torch.ones(dim))",
         "self.weight = nn.Parameter(torch.ones(()))", "one value per feature"),
     ex6("DyT", "dyt-normalizes-before-the-tanh", EX6_DYT, "torch.tanh(self.alpha * x)",
         "torch.tanh(self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
-        "keepdim=True) + 1e-5))", "you normalize x before the tanh"),
+        "keepdim=True) + 1e-5))", "you normalize x before the tanh", feedback="it normalizes x before the tanh"),
 ]

@@ -130,7 +130,7 @@ def test_wrong_notebook_loses_only_the_task_it_gets_wrong_and_is_told_what_to_ch
     results = graded["wrong"]
     failed = [test for test in results["tests"] if test["status"] == "failed"]
     assert failed and all(test["name"].startswith("Task 1: layer_norm") for test in failed)
-    assert all("What to check:" in test["output"] for test in failed)
+    assert all("it returns x unchanged" in test["output"] for test in failed)  # the mistake, named
     assert results["score"] == 10.0 - sum(test["max_score"] for test in failed)
 
 

@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 from autograder.checks import SETTINGS, assert_close, fail, points
 from autograder.suites.ex1_residual.common import linear, randn, tanh_mlp
+from autograder.suites.ex1_residual.mistakes import block_gradient_mistakes, block_mistakes
 
 PART = "ResidualBlock"
 TITLE = "Task 1: ResidualBlock"
@@ -48,7 +49,7 @@ def test_returns_x_plus_sublayer_of_x_for_any_leading_shape(sub, shape, seed, no
     with torch.no_grad():
         expected = (x.double() + local(x.double())).to(dtype)
     assert_close(sub.call(block, x), expected, "ResidualBlock's output",
-                 atol=1e-5 if dtype == torch.float32 else 1e-12)
+                 atol=1e-5 if dtype == torch.float32 else 1e-12, mistakes=block_mistakes(x, local))
 
 
 @points(0.5)
@@ -64,7 +65,11 @@ def test_gradient_reaches_x_through_the_shortcut_and_the_sublayer_in_float64(sub
     (expected,) = torch.autograd.grad(leaf + local(leaf), leaf, dout)
     if result.grads[0] is None:
         fail("no gradient flows back to x")
-    assert_close(result.grads[0], expected, "the gradient with respect to x", atol=1e-10)
+    with torch.no_grad():
+        forward_right = isinstance(result.value, torch.Tensor) and result.value.shape == x.shape and torch.allclose(
+            result.value, x + local(x), atol=1e-10)
+    assert_close(result.grads[0], expected, "the gradient with respect to x", atol=1e-10,
+                 mistakes=block_gradient_mistakes(x, local, dout, forward_right))
 
 
 @points(0.25)

@@ -7,8 +7,9 @@ state_dict, so the expected norm never depends on the learner's other tasks.
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import SETTINGS, fail, points, tensor_info
+from autograder.checks import SETTINGS, Diagnosis, fail, points, tensor_info
 from autograder.suites.ex1_residual.common import randn, tanh_mlp
+from autograder.suites.ex1_residual.mistakes import norm_mistakes, stored_grad_mistake
 
 PART = "input_grad_norm"
 TITLE = "Task 3: input_grad_norm"
@@ -32,9 +33,15 @@ def as_number(value, what: str) -> float:
     fail(f"{what} should return a number, got {type(value).__name__}")
 
 
-def check_close(got: float, wanted: float, what: str, rtol: float) -> None:
-    if not abs(got - wanted) <= rtol * abs(wanted) + 1e-300:
-        fail(f"{what} is off by a factor {got / wanted:.6g}" if wanted else f"{what} should be 0")
+def check_close(got: float, wanted: float, what: str, rtol: float, mistakes=()) -> None:
+    """``got`` equals ``wanted`` to ``rtol``; if not, the message names the mistake (description, value) it equals."""
+    if abs(got - wanted) <= rtol * abs(wanted) + 1e-300:
+        return
+    message = f"{what} is off by a factor {got / wanted:.6g}" if wanted else f"{what} should be 0"
+    for description, value in mistakes:
+        if value is not None and abs(got - value) <= rtol * abs(value) + 1e-300:
+            raise Diagnosis(f"{message}: {description}")
+    fail(message)
 
 
 @points(2)
@@ -48,7 +55,7 @@ def test_matches_the_norm_of_the_input_gradient(sub, leading, d_in, d_out, seed,
     model, local = tanh_mlp(sub, d_in, 7, d_out, seed, dtype)
     x = randn((*leading, d_in), seed + 1, dtype, scale)
     got = as_number(sub.call("input_grad_norm", model, x), "input_grad_norm")
-    check_close(got, expected_norm(local, x), "input_grad_norm", TOLERANCE[dtype])
+    check_close(got, expected_norm(local, x), "input_grad_norm", TOLERANCE[dtype], norm_mistakes(local, x))
 
 
 @points(0.5)
@@ -98,8 +105,9 @@ def test_ignores_and_keeps_the_gradients_stored_on_the_model(sub):
     sub.set_grads(model, 5.0)
     x = randn((3, 4), 9, torch.float64)
     got = as_number(sub.call("input_grad_norm", model, x), "input_grad_norm")
-    check_close(got, expected_norm(local, x), "input_grad_norm on a model whose parameters have a .grad", 1e-10)
-    for name in ("0.weight", "0.bias", "2.weight", "2.bias"):
-        grad = sub.getattr(model, f"{name}.grad")
+    check_close(got, expected_norm(local, x), "input_grad_norm on a model whose parameters have a .grad", 1e-10,
+                norm_mistakes(local, x))
+    found = {name: sub.getattr(model, f"{name}.grad") for name in ("0.weight", "0.bias", "2.weight", "2.bias")}
+    for grad in found.values():
         if not isinstance(grad, torch.Tensor) or not torch.equal(grad, torch.full_like(grad, 5.0)):
-            fail("input_grad_norm changed the .grad stored on the model's parameters")
+            fail(stored_grad_mistake(local, x, 5.0, found))

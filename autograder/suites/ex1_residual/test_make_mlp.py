@@ -44,6 +44,22 @@ def sublayer_of(sub, block):
     return block, desc
 
 
+def miscounted(length: int, depth: int) -> str:
+    """What a stack of ``length`` blocks, for ``depth``, got wrong."""
+    if length == depth - 1:
+        return "the stack has one block fewer than depth: the loop should run depth times"
+    if length == 1:
+        return "the stack has a single block, whatever the depth: make depth blocks, each with its own sublayer"
+    return "the number of blocks differs from depth"
+
+
+def inverted(sub) -> bool:
+    """Whether residual=True gives bare sublayers and residual=False ResidualBlocks."""
+    kinds = {residual: {sub.describe(block)["type"] for block in blocks_of(sub, build(sub, 2, 4, residual))}
+             for residual in (True, False)}
+    return kinds == {True: {"Sequential"}, False: {"ResidualBlock"}}
+
+
 @points(0.5)
 @pytest.mark.parametrize("depth", [1, 4])
 @pytest.mark.parametrize("residual", [False, True])
@@ -54,7 +70,7 @@ def test_returns_an_nn_sequential_of_depth_blocks(sub, depth, residual):
         fail("make_mlp should return an nn.Sequential")
     length = sub.method(mlp, "__len__")
     if length != depth:
-        fail("the number of blocks differs from depth")
+        fail(miscounted(length, depth))
 
 
 @points(1)
@@ -70,6 +86,8 @@ def test_each_sublayer_is_linear_relu_linear_of_width_dim(sub, residual):
             fail(f"a sublayer is {desc['type']}({', '.join(layers)}), expected Sequential(Linear, ReLU, Linear)")
         shapes = {name: tuple(info["shape"]) for name, info in desc["parameters"].items()}
         wanted = {"0.weight": (dim, dim), "0.bias": (dim,), "2.weight": (dim, dim), "2.bias": (dim,)}
+        if shapes == {name: shape for name, shape in wanted.items() if name.endswith("weight")}:
+            fail("the Linear layers of a sublayer have no bias: keep nn.Linear's default bias=True")
         if shapes != wanted:
             fail("the Linear layers of a sublayer should both be nn.Linear(dim, dim), with a bias")
 
@@ -79,8 +97,12 @@ def test_residual_true_wraps_each_sublayer_in_your_ResidualBlock(sub):
     """With residual=True every block is ResidualBlock(sublayer), using the ResidualBlock class from Task 1."""
     for block in blocks_of(sub, build(sub, 3, 4, True)):
         kind = sub.describe(block)["type"]
+        if kind == "Sequential" and inverted(sub):
+            fail("the residual flag is inverted: residual=True gives the bare sublayers, residual=False the "
+                 "ResidualBlocks")
         if kind != "ResidualBlock":
-            fail(f"with residual=True a block is a {kind}, expected a ResidualBlock")
+            fail(f"with residual=True a block is a {kind.split('.')[-1]}, not your ResidualBlock: wrap each sublayer "
+                 f"in the ResidualBlock class of Task 1")
 
 
 @points(0.75)
@@ -89,6 +111,11 @@ def test_residual_false_puts_the_bare_sublayers_in_the_stack(sub):
     in ResidualBlock or anything else."""
     for block in blocks_of(sub, build(sub, 3, 4, False)):
         kind = sub.describe(block)["type"]
+        if kind == "ResidualBlock" and inverted(sub):
+            fail("the residual flag is inverted: residual=True gives the bare sublayers, residual=False the "
+                 "ResidualBlocks")
+        if kind == "ResidualBlock":
+            fail("with residual=False a block is still a ResidualBlock: the residual flag makes no difference")
         if kind != "Sequential":
             fail(f"with residual=False a block is a {kind}, expected the bare nn.Sequential sublayer")
 
@@ -122,6 +149,8 @@ def test_linear_layers_keep_pytorch_default_init(sub):
         if not values:
             continue  # a missing bias is the sublayer test's business
         values = torch.cat(values)
+        if kind == "bias" and not values.any():
+            fail("the biases are all zero: keep nn.Linear's default initialization")
         if values.abs().max() > bound * (1 + 1e-6):
             fail(f"some {kind} values lie outside nn.Linear's default range")
         ratio = values.std() / (bound / math.sqrt(3))

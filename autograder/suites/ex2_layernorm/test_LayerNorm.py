@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail, points,
-                               tensor_info)
+from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail,
+                               fail_naming, points, tensor_info)
 from autograder.suites.ex2_layernorm.common import expected, inputs
 
 PART = "LayerNorm"
@@ -41,14 +41,46 @@ def load_random_parameters(sub, module, seed):
 def check_forward(sub, module, x, eps, what):
     """The module's output equals the learner's layer_norm (or PyTorch's) with the module's parameters."""
     w, b = sub.getattr(module, "weight"), sub.getattr(module, "bias")
-    assert_module_matches_function(sub, module, x, "layer_norm", (x, w, b, eps), expected(x, w, b, eps), what)
+    try:
+        assert_module_matches_function(sub, module, x, "layer_norm", (x, w, b, eps), expected(x, w, b, eps), what)
+    except AssertionError as error:
+        out = sub.run(module, x, substitute={"layer_norm": "fixtures.layer_norm"}).value
+        fail_naming(str(error), out, module_mistakes(sub, module, x, w, b, eps), atol=1e-4)
+
+
+def module_mistakes(sub, module, x, w, b, eps):
+    """What a module's forward gives when it loses its eps or the leading dimensions of x."""
+    try:
+        stored = sub.getattr(module, "eps") == eps
+    except StudentError:
+        stored = False
+    lost_eps = ("forward does not pass self.eps on to layer_norm: it normalizes with the default eps 1e-5" if stored
+                else "it normalizes with the default eps 1e-5: keep the eps LayerNorm is built with in self.eps and "
+                     "pass it on")
+    return [(lost_eps, lambda: expected(x, w, b, 1e-5) if eps != 1e-5 else None),
+            ("it flattens the leading dimensions of x: return a tensor of x's shape",
+             lambda: expected(x, w, b, eps).reshape(-1, x.shape[-1]))]
+
+
+def unregistered(sub, module) -> str:
+    """Why a module has no parameters weight and bias, when it holds them some other way."""
+    buffers = sub.describe(module)["buffers"]
+    if "weight" in buffers or "bias" in buffers:
+        return "weight and bias are buffers (register_buffer), not parameters: make them nn.Parameter"
+    try:
+        held = isinstance(sub.getattr(module, "weight"), torch.Tensor)
+    except StudentError:
+        held = False
+    return "weight and bias are plain tensors, not parameters: wrap them in nn.Parameter" if held else ""
 
 
 @points(0.5)
 def test_has_weight_and_bias_parameters_of_the_normalized_shape(sub):
     """Create weight and bias as nn.Parameter of shape (normalized_shape,), named exactly weight and bias."""
-    described = sub.describe(build(sub, D))
-    found = described["parameters"]
+    module = build(sub, D)
+    found = sub.describe(module)["parameters"]
+    if not found and unregistered(sub, module):
+        fail(unregistered(sub, module))
     if set(found) != {"weight", "bias"}:
         fail(f"LayerNorm should have the parameters weight and bias, found {sorted(found)}")
     for name, info in found.items():
@@ -66,6 +98,8 @@ def test_initializes_weight_to_ones_and_bias_to_zeros(sub):
         value = sub.getattr(module, name)
         if not isinstance(value, torch.Tensor) or not tensor_info(value).is_parameter:
             fail(f"{name} should be an nn.Parameter")
+        if value.shape == init.shape and value.dtype == init.dtype and not torch.equal(value, init):
+            fail(f"{name} does not start at {'ones' if name == 'weight' else 'zeros'}")
         assert_close(value, init, f"the initial {name}", atol=0, rtol=0)
 
 

@@ -4,8 +4,9 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import SETTINGS, assert_close, fail, points
+from autograder.checks import SETTINGS, assert_close, fail, fail_naming, points
 from autograder.suites.ex2_layernorm.common import expected, expected_grads, inputs, upstream
+from autograder.suites.ex2_layernorm.mistakes import forward_mistakes, gradient_mistakes
 
 PART = "layer_norm"
 TITLE = "Task 1: layer_norm"
@@ -20,7 +21,8 @@ def test_matches_torch_on_random_rows(sub, rows, d, seed, scale, dtype):
     """Check the biased variance (divide by D), the axis (the last one) and that you multiply by weight, then add bias."""
     x, w, b = inputs((rows, d), seed, scale, offset=scale, dtype=dtype)
     assert_close(sub.call("layer_norm", x, w, b, 1e-5), expected(x, w, b), "layer_norm on a 2-D input",
-                 atol=1e-4 if dtype == torch.float32 else 1e-9)
+                 atol=1e-4 if dtype == torch.float32 else 1e-9,
+                 mistakes=forward_mistakes(x, w, b, 1e-5))
 
 
 @points(0.5)
@@ -29,7 +31,8 @@ def test_works_for_any_number_of_leading_dimensions(sub, shape):
     """Normalize over the last dimension only, whatever the leading ones: avoid hard-coding 2-D shapes."""
     x, w, b = inputs(shape, seed=len(shape))
     assert_close(sub.call("layer_norm", x, w, b, 1e-5), expected(x, w, b),
-                 f"layer_norm on a {len(shape)}-D input", atol=1e-4)
+                 f"layer_norm on a {len(shape)}-D input", atol=1e-4,
+                 mistakes=forward_mistakes(x, w, b, 1e-5))
 
 
 @points(0.5)
@@ -39,16 +42,18 @@ def test_constant_and_nearly_constant_rows_keep_eps_inside_the_root(sub, spread)
     x, w, b = inputs((3, 8), seed=11, scale=spread, offset=3.0)
     out = sub.call("layer_norm", x, w, b, 1e-5)
     what = "layer_norm on constant rows" if spread == 0 else "layer_norm on nearly constant rows"
+    mistakes = forward_mistakes(x, w, b, 1e-5)
     if isinstance(out, torch.Tensor) and not torch.isfinite(out).all():
-        fail(f"{what} gives NaN or inf")
-    assert_close(out, expected(x, w, b), what, atol=1e-3)
+        fail_naming(f"{what} gives NaN or inf", out, mistakes, atol=1e-3)
+    assert_close(out, expected(x, w, b), what, atol=1e-3, mistakes=mistakes)
 
 
 @points(0.25)
 def test_uses_the_eps_argument(sub):
     """Use the eps you are given, not a constant."""
     x, w, b = inputs((4, 8), seed=5, scale=0.05)
-    assert_close(sub.call("layer_norm", x, w, b, 0.1), expected(x, w, b, 0.1), "layer_norm with a non-default eps", atol=1e-4)
+    assert_close(sub.call("layer_norm", x, w, b, 0.1), expected(x, w, b, 0.1), "layer_norm with a non-default eps",
+                 atol=1e-4, mistakes=forward_mistakes(x, w, b, 0.1))
 
 
 @points(0.25)
@@ -67,7 +72,9 @@ def test_gradients_match_torch_in_float64(sub):
     x, w, b = inputs((3, 6), seed=7, scale=2.0, dtype=torch.float64)
     dout = upstream((3, 6), seed=8)
     result = sub.run("layer_norm", x, w, b, 1e-5, grad_wrt=(0, 1, 2), dout=dout)
-    for name, got, want in zip(("x", "weight", "bias"), result.grads, expected_grads(x, w, b, dout)):
+    wanted = expected_grads(x, w, b, dout)
+    for index, (name, got, want) in enumerate(zip(("x", "weight", "bias"), result.grads, wanted)):
         if got is None:
             fail(f"no gradient flows back to {name}")
-        assert_close(got, want, f"the gradient with respect to {name}", atol=1e-8, rtol=1e-7)
+        assert_close(got, want, f"the gradient with respect to {name}", atol=1e-8, rtol=1e-7,
+                     mistakes=gradient_mistakes(x, w, b, dout, 1e-5, index))

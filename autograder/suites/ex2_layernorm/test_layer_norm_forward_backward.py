@@ -9,8 +9,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import SETTINGS, assert_close, call_backward, call_forward, fail, points
+from autograder.checks import SETTINGS, assert_close, call_backward, call_forward, fail, fail_naming, points
 from autograder.suites.ex2_layernorm.common import expected, expected_grads, inputs, upstream
+from autograder.suites.ex2_layernorm.mistakes import backward_mistakes, forward_mistakes
 
 PART = "layer_norm_forward_backward"
 TITLE = "Task 3: layer_norm_forward and layer_norm_backward"
@@ -39,7 +40,8 @@ def check_grad(sub, name, shape, seed, scale=2.0, eps=1e-5):
     dout = upstream(shape, seed + 1)
     got = backward(sub, x, w, b, dout, eps)[GRAD_NAMES.index(name)]
     want = expected_grads(x, w, b, dout, eps)[GRAD_NAMES.index(name)]
-    assert_close(got, want, f"{name} for a {len(shape)}-D input", atol=1e-8, rtol=1e-7)
+    assert_close(got, want, f"{name} for a {len(shape)}-D input", atol=1e-8, rtol=1e-7,
+                 mistakes=backward_mistakes(x, w, b, dout, eps, name))
 
 
 @points(1)
@@ -51,7 +53,7 @@ def test_forward_matches_torch_on_random_rows(sub, rows, d, seed, scale, dtype):
     x, w, b = inputs((rows, d), seed, scale, offset=scale, dtype=dtype)
     out, _ = forward(sub, x, w, b)
     assert_close(out, expected(x, w, b), "layer_norm_forward's output on a 2-D input",
-                 atol=1e-4 if dtype == torch.float32 else 1e-9)
+                 atol=1e-4 if dtype == torch.float32 else 1e-9, mistakes=forward_mistakes(x, w, b, 1e-5))
 
 
 @points(0.5)
@@ -60,7 +62,8 @@ def test_forward_works_for_any_number_of_leading_dimensions(sub, shape):
     """x may have shape (..., D): normalize over the last dimension without assuming x is 2-D."""
     x, w, b = inputs(shape, seed=len(shape), scale=2.0, offset=1.0)
     out, _ = forward(sub, x, w, b)
-    assert_close(out, expected(x, w, b), f"layer_norm_forward's output on a {len(shape)}-D input", atol=1e-4)
+    assert_close(out, expected(x, w, b), f"layer_norm_forward's output on a {len(shape)}-D input", atol=1e-4,
+                 mistakes=forward_mistakes(x, w, b, 1e-5))
 
 
 @points(0.5)
@@ -103,10 +106,12 @@ def test_nearly_constant_rows_give_finite_output_and_gradients(sub):
     out, _ = forward(sub, x, w, b)
     dx, dweight, dbias = backward(sub, x, w, b, dout)
     want = expected_grads(x, w, b, dout)
+    mistakes = {"the output": forward_mistakes(x, w, b, 1e-5), "dx": backward_mistakes(x, w, b, dout, 1e-5, "dx"),
+                "dweight": backward_mistakes(x, w, b, dout, 1e-5, "dweight")}
     for what, got, ref in (("the output", out, expected(x, w, b)), ("dx", dx, want[0]), ("dweight", dweight, want[1])):
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
-            fail(f"{what} on nearly constant rows contains NaN or inf")
-        assert_close(got, ref, f"{what} on nearly constant rows", atol=1e-6)
+            fail_naming(f"{what} on nearly constant rows contains NaN or inf", got, mistakes[what], atol=1e-6)
+        assert_close(got, ref, f"{what} on nearly constant rows", atol=1e-6, mistakes=mistakes[what])
 
 
 @points(0.25)
@@ -115,9 +120,10 @@ def test_uses_the_eps_argument(sub):
     x, w, b = inputs((4, 8), seed=50, scale=0.05, dtype=torch.float64)
     dout = upstream((4, 8), seed=51)
     out, _ = forward(sub, x, w, b, 0.1)
-    assert_close(out, expected(x, w, b, 0.1), "layer_norm_forward with a non-default eps", atol=1e-8)
+    assert_close(out, expected(x, w, b, 0.1), "layer_norm_forward with a non-default eps", atol=1e-8,
+                 mistakes=forward_mistakes(x, w, b, 0.1))
     assert_close(backward(sub, x, w, b, dout, 0.1)[0], expected_grads(x, w, b, dout, 0.1)[0],
-                 "dx with a non-default eps", atol=1e-8)
+                 "dx with a non-default eps", atol=1e-8, mistakes=backward_mistakes(x, w, b, dout, 0.1, "dx"))
 
 
 @points(0.25)

@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import StudentError, fail, points
-from autograder.suites.ex3_batchnorm.reference import expected, make_batch, mismatch
+from autograder.checks import Diagnosis, StudentError, fail, points
+from autograder.suites.ex3_batchnorm.mistakes import step_mistake
+from autograder.suites.ex3_batchnorm.reference import TOLERANCE, expected, make_batch, mismatch
 
 PART = "BatchNorm1d"
 TITLE = "Task 2: BatchNorm1d"
@@ -55,7 +56,19 @@ def check_step(sub, module, x, training: bool, momentum: float, eps: float, what
                         or mismatch(after[1], wanted[2], f"{what}: running_var after the call"))
         if problems[-1] is None:
             return
+    named = step_mistake((out, *after), args, training, momentum, eps, TOLERANCE[torch.float32])
+    if named:
+        raise Diagnosis(f"{problems[0]}: {named}")
     fail(problems[0])
+
+
+def plain_tensor(sub, module, name: str) -> bool:
+    """Whether the module holds ``name`` as a tensor that is neither a parameter nor a buffer."""
+    try:
+        value = sub.getattr(module, name)
+    except StudentError:
+        return False
+    return isinstance(value, torch.Tensor) and name not in sub.describe(module)["buffers"]
 
 
 @points(0.5)
@@ -64,6 +77,8 @@ def test_weight_and_bias_are_parameters_starting_at_ones_and_zeros(sub):
     and no other parameters."""
     module = sub.call("BatchNorm1d", 5)
     parameters = sub.describe(module)["parameters"]
+    if not {"weight", "bias"} & set(parameters) and plain_tensor(sub, module, "weight"):
+        fail("weight and bias are plain tensors, not parameters: wrap them in nn.Parameter")
     if set(parameters) != {"weight", "bias"}:
         fail("the module's parameters (nn.Parameter) should be exactly weight and bias")
     for name, init in (("weight", torch.ones(5)), ("bias", torch.zeros(5))):

@@ -10,6 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from autograder.checks import assert_close, fail
+from autograder.suites.ex4_prepost.mistakes import block_gradient_mistakes, block_mistakes
 from autograder.suites.ex4_prepost.reference import expected_output, loaded_block, masks, randn
 
 # (d_model, n_heads) pairs, d_ff, batch and sequence sizes: small, heads dividing d_model, T >= 2 (one position
@@ -39,6 +40,8 @@ def check_submodules(sub, name: str, d_model: int = 8, n_heads: int = 2, d_ff: i
         fail("the block has no dropout: keep nn.MultiheadAttention's default dropout=0")
     ffn = sub.describe(part("ffn"))
     layers = [kind for path, kind in ffn["modules"].items() if "." not in path]
+    if ffn["type"] == "Sequential" and layers == ["Linear", "ReLU", "Linear"]:
+        fail("ffn's activation is ReLU: the contract's feed-forward uses nn.GELU()")
     if ffn["type"] != "Sequential" or layers != ["Linear", "GELU", "Linear"]:
         fail("ffn should be nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))")
     shapes = {path: tuple(info["shape"]) for path, info in ffn["parameters"].items()}
@@ -64,7 +67,8 @@ def check_forward(sub, name: str, sizes, seed: int, scale: float, mask: str = "n
     attn_mask = masks(t, seed + 2)[mask]
     got = sub.call(block, x) if attn_mask is None else sub.call(block, x, attn_mask=attn_mask)
     what = f"{name}'s output" + ("" if attn_mask is None else f" with a {mask} attn_mask")
-    assert_close(got, expected_output(reference, x, attn_mask), what, **TOLERANCE)
+    assert_close(got, expected_output(reference, x, attn_mask), what, **TOLERANCE,
+                 mistakes=block_mistakes(name, reference, x, attn_mask))
 
 
 def check_gradient(sub, name: str) -> None:
@@ -77,7 +81,8 @@ def check_gradient(sub, name: str) -> None:
     (expected,) = torch.autograd.grad(reference(leaf, attn_mask=mask), leaf, dout)
     if result.grads[0] is None:
         fail("no gradient flows back to x")
-    assert_close(result.grads[0], expected, "the gradient with respect to x", atol=1e-9, rtol=1e-7)
+    assert_close(result.grads[0], expected, "the gradient with respect to x", atol=1e-9, rtol=1e-7,
+                 mistakes=block_gradient_mistakes(name, reference, x, mask, dout))
 
 
 def check_input_unchanged(sub, name: str) -> None:

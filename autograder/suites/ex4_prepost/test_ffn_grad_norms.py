@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import SETTINGS, fail, points
+from autograder.checks import SETTINGS, Diagnosis, fail, points
 from autograder.sandboxed.fixtures import ToyStack
+from autograder.suites.ex4_prepost.mistakes import norm_mistakes
 from autograder.suites.ex4_prepost.reference import randn
 
 PART = "ffn_grad_norms"
@@ -61,11 +62,20 @@ def as_numbers(value, depth: int) -> list[float]:
     return numbers
 
 
-def check_norms(got: list[float], wanted: list[float], what: str, rtol: float) -> None:
+def close(got: list[float], wanted: list[float], rtol: float) -> bool:
+    return len(got) == len(wanted) and all(abs(a - e) <= rtol * abs(e) + 1e-12 for a, e in zip(got, wanted))
+
+
+def check_norms(got: list[float], wanted: list[float], what: str, rtol: float, mistakes=()) -> None:
+    """``got`` equals ``wanted``; if not, the message names the mistake (description, values) it equals."""
     for i, (a, e) in enumerate(zip(got, wanted)):
         if not abs(a - e) <= rtol * abs(e) + 1e-12:
-            fail(f"{what}: the value for block {i} is off by a factor {a / e:.6g}" if e else
-                 f"{what}: the value for block {i} should be 0")
+            message = f"{what}: the value for block {i} is off by a factor {a / e:.6g}" if e else \
+                f"{what}: the value for block {i} should be 0"
+            named = next((description for description, values in mistakes if close(got, values, rtol)), None)
+            if named:
+                raise Diagnosis(f"{message}: {named}")
+            fail(message)
 
 
 @points(0.5)
@@ -93,7 +103,8 @@ def test_matches_the_gradient_norms_of_each_blocks_ffn_output_weight(sub, depth,
     stack, local = toy_stack(sub, depth, d_model, d_ff, seed, dtype)
     x, target = randn((b, t, d_model), seed + 1, dtype), randn((b, t, d_model), seed + 2, dtype)
     got = as_numbers(sub.call("ffn_grad_norms", stack, x, target), depth)
-    check_norms(got, expected_norms(local, x, target), "ffn_grad_norms", TOLERANCE[dtype])
+    check_norms(got, expected_norms(local, x, target), "ffn_grad_norms", TOLERANCE[dtype],
+                norm_mistakes(local, x, target))
 
 
 @points(1)
@@ -106,4 +117,5 @@ def test_does_not_depend_on_gradients_already_stored_on_the_parameters(sub):
     wanted = expected_norms(local, x, target)
     for call in ("a first call", "a second call"):
         got = as_numbers(sub.call("ffn_grad_norms", stack, x, target), 2)
-        check_norms(got, wanted, f"ffn_grad_norms on a stack whose parameters have a .grad ({call})", 1e-9)
+        check_norms(got, wanted, f"ffn_grad_norms on a stack whose parameters have a .grad ({call})", 1e-9,
+                    norm_mistakes(local, x, target, stored=5.0))

@@ -10,6 +10,7 @@ import torch
 
 from autograder.checks import assert_close, fail, points
 from autograder.sandboxed.fixtures import ToyBlock
+from autograder.suites.ex4_prepost.mistakes import stack_mistakes
 from autograder.suites.ex4_prepost.reference import masks, randn
 
 PART = "make_stack"
@@ -71,6 +72,9 @@ def test_final_norm_is_a_layernorm_for_prenorm_and_identity_otherwise(sub, name)
     """final_norm = nn.LayerNorm(d_model) when block_cls is PreNormBlock (its stream is never normalized
     otherwise), and nn.Identity() for any other block class."""
     final = sub.getattr(build(sub, name, 1), "final_norm")
+    wanted = LAYER_NORM if name == "PreNormBlock" else IDENTITY
+    if getattr(final, "type", "") != wanted and final_norm_pattern(sub):
+        fail(final_norm_pattern(sub))
     if name == "PreNormBlock":
         if getattr(final, "type", "") != LAYER_NORM:
             fail("final_norm of a PreNormBlock stack should be nn.LayerNorm(d_model)")
@@ -109,6 +113,42 @@ def test_forward_runs_the_blocks_in_order_with_the_mask_then_final_norm(sub, nam
     else:  # relative to the learner's own blocks (Task 2 scores what they compute)
         for block in found:
             h = sub.call(block, h, **kwargs)
-    expected = sub.call(sub.getattr(stack, "final_norm"), h)
+    final_norm = sub.getattr(stack, "final_norm")
+    expected = sub.call(final_norm, h)
     what = "the stack's output" + ("" if attn_mask is None else f" with a {mask} attn_mask")
-    assert_close(sub.call(stack, x, **kwargs), expected, what, atol=1e-4)
+    run = run_toy_block(sub) if name == TOY else (
+        lambda block, h, mask: sub.call(block, h, **({} if mask is None else {"attn_mask": mask})))
+    assert_close(sub.call(stack, x, **kwargs), expected, what, atol=1e-4,
+                 mistakes=stack_mistakes(run, lambda h: sub.call(final_norm, h), found, x, attn_mask))
+
+
+def run_toy_block(sub):
+    """run(block, h, mask): a fixtures.ToyBlock of the stack, computed here from its state_dict."""
+    local = ToyBlock(**SIZES).double()
+
+    def run(block, h, mask):
+        local.load_state_dict(sub.state_dict(block))
+        if mask is not None and mask.is_floating_point():
+            mask = mask.double()
+        with torch.no_grad():
+            return local(h.double(), attn_mask=mask).float()
+
+    return run
+
+
+def final_norm_pattern(sub) -> str:
+    """What a make_stack whose final_norm is wrong for some block class does, over the three classes."""
+    kinds = {name: getattr(sub.getattr(build(sub, name, 1), "final_norm"), "type", "")
+             for name in ("PreNormBlock", "PostNormBlock", TOY)}
+    if set(kinds.values()) == {IDENTITY}:
+        return "final_norm is always nn.Identity(): a PreNormBlock stack needs nn.LayerNorm(d_model), as its " \
+               "blocks never normalize the stream"
+    if set(kinds.values()) == {LAYER_NORM}:
+        return "final_norm is nn.LayerNorm for every block class: only a PreNormBlock stack needs one"
+    if kinds == {"PreNormBlock": IDENTITY, "PostNormBlock": LAYER_NORM, TOY: IDENTITY}:
+        return "final_norm is chosen the wrong way round: nn.LayerNorm(d_model) for a PreNormBlock stack, " \
+               "nn.Identity() for a PostNormBlock one"
+    if kinds == {"PreNormBlock": LAYER_NORM, "PostNormBlock": IDENTITY, TOY: LAYER_NORM}:
+        return "final_norm is nn.LayerNorm for a ToyBlock stack too: only a PreNormBlock stack gets one; test " \
+               "block_cls is PreNormBlock, not block_cls is not PostNormBlock"
+    return ""

@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail, points,
-                               tensor_info)
+from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail,
+                               fail_naming, points, tensor_info)
 from autograder.suites.ex5_rmsnorm.common import expected, inputs
+from autograder.suites.ex5_rmsnorm.mistakes import module_mistakes
 
 PART = "RMSNorm"
 TITLE = "Task 2: RMSNorm"
@@ -41,15 +42,36 @@ def load_random_weight(sub, module, seed, dtype=torch.float32):
 def check_forward(sub, module, x, eps, what):
     """The module's output equals the learner's rms_norm (or PyTorch's) with the module's weight."""
     w = sub.getattr(module, "weight")
-    assert_module_matches_function(sub, module, x, "rms_norm", (x, w, eps), expected(x, w.to(x.dtype), eps), what,
-                                   rtol=1e-2 if x.dtype == torch.bfloat16 else 1e-4)
+    rtol = 1e-2 if x.dtype == torch.bfloat16 else 1e-4
+    try:
+        assert_module_matches_function(sub, module, x, "rms_norm", (x, w, eps), expected(x, w.to(x.dtype), eps), what,
+                                       rtol=rtol)
+    except AssertionError as error:
+        out = sub.run(module, x, substitute={"rms_norm": "fixtures.rms_norm"}).value
+        fail_naming(str(error), out, module_mistakes(sub, module, x, w.to(x.dtype), eps, expected), atol=1e-4,
+                    rtol=rtol)
+
+
+def unregistered(sub, module) -> str:
+    """Why a module has no parameter weight, when it holds one some other way."""
+    if "weight" in sub.describe(module)["buffers"]:
+        return "weight is a buffer (register_buffer), not a parameter: make it nn.Parameter"
+    try:
+        held = isinstance(sub.getattr(module, "weight"), torch.Tensor)
+    except StudentError:
+        held = False
+    return "weight is a plain tensor, not a parameter: wrap it in nn.Parameter" if held else ""
 
 
 @points(0.75)
 def test_has_one_parameter_weight_of_shape_dim(sub):
     """RMSNorm has a single parameter: weight, an nn.Parameter of shape (dim,). There is no bias."""
-    described = sub.describe(build(sub, D))
-    found = described["parameters"]
+    module = build(sub, D)
+    found = sub.describe(module)["parameters"]
+    if not found and unregistered(sub, module):
+        fail(unregistered(sub, module))
+    if set(found) == {"weight", "bias"}:
+        fail("RMSNorm has no bias, unlike LayerNorm: weight is its only parameter")
     if set(found) != {"weight"}:
         fail(f"RMSNorm should have exactly one parameter, weight; found {sorted(found)}")
     info = found["weight"]
@@ -65,6 +87,8 @@ def test_initializes_weight_to_ones(sub):
     value = sub.getattr(build(sub, D), "weight")
     if not isinstance(value, torch.Tensor) or not tensor_info(value).is_parameter:
         fail("weight should be an nn.Parameter")
+    if value.shape == (D,) and value.dtype == torch.float32 and not torch.equal(value, torch.ones(D)):
+        fail("weight does not start at ones")
     assert_close(value, torch.ones(D), "the initial weight", atol=0, rtol=0)
 
 

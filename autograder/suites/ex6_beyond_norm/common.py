@@ -56,10 +56,10 @@ def expected_grads(x, gamma, beta, dout, eps=1e-5):
         return torch.autograd.grad(out, leaves, dout.double())
 
 
-def assert_relative(actual, wanted: torch.Tensor, what: str, relative: float = 1e-8) -> None:
+def assert_relative(actual, wanted: torch.Tensor, what: str, relative: float = 1e-8, mistakes=()) -> None:
     """``actual`` equals ``wanted`` to ``relative`` error, measured against the largest entry of ``wanted``."""
     scale = wanted.abs().max().item() if wanted.numel() else 0.0
-    assert_close(actual, wanted, what, atol=relative * max(scale, 1e-300), rtol=relative)
+    assert_close(actual, wanted, what, atol=relative * max(scale, 1e-300), rtol=relative, mistakes=mistakes)
 
 
 # --- Task 2: the sublayers of a ReZeroBlock --------------------------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import SETTINGS, Handle, StudentError, assert_close, fail, points, tensor_info
+from autograder.checks import SETTINGS, Diagnosis, Handle, StudentError, assert_close, fail, points, tensor_info
 from autograder.suites.ex6_beyond_norm.common import NORM_FAMILY, randn
+from autograder.suites.ex6_beyond_norm.mistakes import dyt_gradient_mistakes, dyt_mistakes
 
 PART = "DyT"
 TITLE = "Task 3: DyT"
@@ -61,15 +62,25 @@ def formula(x, state):
 def test_has_parameters_alpha_weight_and_bias_of_the_contract_shapes(sub):
     """Three nn.Parameters: alpha, one scalar shared by every feature (shape ()); weight and bias, one value per
     feature (shape (dim,))."""
-    parameters = sub.describe(build(sub, 6))["parameters"]
+    module = build(sub, 6)
+    parameters = sub.describe(module)["parameters"]
+    for name in sorted(set(NAMES) - set(parameters)):
+        try:
+            held = isinstance(sub.getattr(module, name), torch.Tensor)
+        except StudentError:
+            held = False
+        if held:  # names the mistake: the hint, about all three parameters, would name others too
+            raise Diagnosis(f"{name} is a plain tensor, not a parameter: wrap it in nn.Parameter")
     if set(parameters) != set(NAMES):
         fail(f"DyT's parameters should be exactly alpha, weight and bias, found {sorted(parameters)}")
     for name, shape in (("alpha", []), ("weight", [6]), ("bias", [6])):
         info = parameters[name]
         if not info["is_parameter"] or not info["requires_grad"]:
             fail(f"{name} should be an nn.Parameter that requires grad")
-        if info["shape"] != shape:
-            fail(f"{name} has shape {tuple(info['shape'])}, expected {tuple(shape)}")
+        if info["shape"] != shape:  # names the mistake: the hint, about all three shapes, would name the others too
+            raise Diagnosis(f"{name} has shape {tuple(info['shape'])}, expected {tuple(shape)}: " + (
+                "alpha is one scalar shared by every feature" if name == "alpha" else
+                f"{name} holds one value per feature"))
 
 
 @points(0.5)
@@ -79,9 +90,15 @@ def test_starts_at_alpha_init_ones_and_zeros(sub, args, kwargs, alpha):
     """alpha starts at alpha_init (default 0.5), weight at ones and bias at zeros, in float32."""
     module = build(sub, *args, **kwargs)
     values = {name: sub.getattr(module, name) for name in NAMES}
-    if not isinstance(values["alpha"], torch.Tensor) or values["alpha"].numel() != 1 \
-            or not math.isclose(values["alpha"].double().item(), alpha, rel_tol=1e-6):
+    if not isinstance(values["alpha"], torch.Tensor) or values["alpha"].numel() != 1:
+        fail("alpha should be one scalar tensor, of shape ()")
+    if not math.isclose(values["alpha"].double().item(), alpha, rel_tol=1e-6):
         fail("alpha does not start at alpha_init")
+    for name, init in (("weight", torch.ones(6)), ("bias", torch.zeros(6))):
+        value = values[name]
+        if isinstance(value, torch.Tensor) and value.shape == init.shape and value.dtype == init.dtype \
+                and not torch.equal(value, init):
+            fail(f"{name} does not start at {'ones' if name == 'weight' else 'zeros'}")
     assert_close(values["weight"], torch.ones(6), "the initial weight", atol=0, rtol=0)
     assert_close(values["bias"], torch.zeros(6), "the initial bias", atol=0, rtol=0)
 
@@ -96,7 +113,7 @@ def test_forward_is_weight_times_tanh_of_alpha_x_plus_bias(sub, shape, seed, sca
     module, state = with_state(sub, shape[-1], seed, dtype)
     x = randn(shape, seed + 1, dtype, scale=scale, offset=scale)
     assert_close(sub.call(module, x), formula(x, state), f"DyT's output on a {len(shape)}-D {dtype} input",
-                 atol=1e-5 if dtype == torch.float32 else 1e-12)
+                 atol=1e-5 if dtype == torch.float32 else 1e-12, mistakes=dyt_mistakes(x, state))
 
 
 @points(0.25)
@@ -136,7 +153,8 @@ def test_gradients_reach_x_alpha_weight_and_bias(sub):
     (want,) = torch.autograd.grad(formula(leaf, state), leaf, dout)
     if result.grads[0] is None:
         fail("no gradient flows back to x")
-    assert_close(result.grads[0], want, "the gradient with respect to x", atol=1e-10)
+    assert_close(result.grads[0], want, "the gradient with respect to x", atol=1e-10,
+                 mistakes=dyt_gradient_mistakes(x, state, dout))
 
 
 @points(0.25)

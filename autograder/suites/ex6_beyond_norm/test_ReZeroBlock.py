@@ -9,8 +9,9 @@ family is forbidden in this task too.
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import SETTINGS, StudentError, assert_close, fail, points, tensor_info
+from autograder.checks import SETTINGS, StudentError, assert_close, fail, fail_naming, points, tensor_info
 from autograder.suites.ex6_beyond_norm.common import NORM_FAMILY, randn, sublayer
+from autograder.suites.ex6_beyond_norm.mistakes import rezero_gradient_mistakes, rezero_mistakes
 
 PART = "ReZeroBlock"
 TITLE = "Task 2: ReZeroBlock"
@@ -35,8 +36,13 @@ def test_stores_the_sublayer_as_self_sublayer(sub):
     the block's parameters."""
     linear = sub.new("nn.Linear", 3, 3, seed=0)
     block = sub.call("ReZeroBlock", linear)
-    if sub.describe(block)["modules"].get("sublayer") != "Linear":
-        fail("the block has no submodule called sublayer")
+    modules = sub.describe(block)["modules"]
+    if modules.get("sublayer") != "Linear":
+        others = [name for name, kind in modules.items() if kind == "Linear" and "." not in name]
+        fail(f"the block has no submodule called sublayer: it stores the sublayer as self.{others[0]}; name it "
+             f"self.sublayer" if others else "the block has no submodule called sublayer: the sublayer is not a "
+             "submodule of the block (a Python list or dict hides it from PyTorch); assign the module itself to "
+             "self.sublayer")
     if sub.getattr(block, "sublayer") != linear:
         fail("self.sublayer is not the module passed to ReZeroBlock")
     if not {"sublayer.weight", "sublayer.bias"} <= set(sub.describe(block)["parameters"]):
@@ -50,6 +56,13 @@ def test_alpha_is_one_scalar_parameter_that_starts_at_zero(sub):
     block = sub.call("ReZeroBlock", sub.new("nn.Linear", 4, 4, seed=1))
     parameters = sub.describe(block)["parameters"]
     own = {name for name in parameters if not name.startswith("sublayer.")}
+    if not own:
+        try:
+            held = isinstance(sub.getattr(block, "alpha"), torch.Tensor)
+        except StudentError:
+            held = False
+        if held:
+            fail("alpha is a plain tensor, not a parameter: wrap it in nn.Parameter")
     if own != {"alpha"}:
         fail(f"the block's own parameters should be exactly alpha, found {sorted(own)}")
     info = parameters["alpha"]
@@ -67,10 +80,13 @@ def test_alpha_is_one_scalar_parameter_that_starts_at_zero(sub):
 @SETTINGS
 def test_is_the_identity_at_initialization(sub, shape, seed, nonlinear):
     """With alpha = 0 the block returns x itself, whatever the sublayer and the leading dimensions."""
-    remote, _ = sublayer(sub, shape[-1], seed, nonlinear)
+    remote, local = sublayer(sub, shape[-1], seed, nonlinear)
     x = randn(shape, seed + 1, scale=2.0)
-    assert_close(sub.call(sub.call("ReZeroBlock", remote), x), x, "ReZeroBlock's output at initialization",
-                 atol=0, rtol=0)
+    out = sub.call(sub.call("ReZeroBlock", remote), x)
+    try:
+        assert_close(out, x, "ReZeroBlock's output at initialization", atol=0, rtol=0)
+    except AssertionError as error:  # exact, but a wrong answer is named to float32's precision
+        fail_naming(str(error), out, rezero_mistakes(x, 0.0, local), atol=1e-5, expected=x)
 
 
 @points(0.5)
@@ -88,7 +104,7 @@ def test_returns_x_plus_alpha_times_the_sublayer_for_any_leading_shape(sub, shap
     with torch.no_grad():
         want = (x.double() + alpha * local(x.double())).to(dtype)
     assert_close(sub.call(block, x), want, "ReZeroBlock's output with a non-zero alpha",
-                 atol=1e-5 if dtype == torch.float32 else 1e-12)
+                 atol=1e-5 if dtype == torch.float32 else 1e-12, mistakes=rezero_mistakes(x, alpha, local))
 
 
 @points(0.25)
@@ -110,7 +126,8 @@ def test_gradients_reach_alpha_and_x(sub):
     (want,) = torch.autograd.grad(leaf + 0.7 * local(leaf), leaf, dout)
     if result.grads[0] is None:
         fail("no gradient flows back to x")
-    assert_close(result.grads[0], want, "the gradient with respect to x", atol=1e-10)
+    assert_close(result.grads[0], want, "the gradient with respect to x", atol=1e-10,
+                 mistakes=rezero_gradient_mistakes(x, 0.7, local, dout))
 
 
 @points(0.25)

@@ -11,9 +11,10 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import Handle, SETTINGS, assert_close, call_backward, call_forward, fail, points
+from autograder.checks import Handle, SETTINGS, assert_close, call_backward, call_forward, fail, fail_naming, points
 from autograder.suites.ex6_beyond_norm.common import (NORM_FAMILY, TOLERANCE, assert_relative, batch, expected,
                                                       expected_grads, randn)
+from autograder.suites.ex6_beyond_norm.mistakes import backward_mistakes, forward_mistakes
 
 PART = "batch_norm_forward_backward"
 TITLE = "Task 1: batch_norm_forward and batch_norm_backward"
@@ -46,7 +47,8 @@ def check_grad(sub, name, shape, seed, scale=2.0, eps=1e-5):
     dout = randn(shape, seed + 1, torch.float64)
     got = backward(sub, x, gamma, beta, dout, eps)[GRAD_NAMES.index(name)]
     want = expected_grads(x, gamma, beta, dout, eps)[GRAD_NAMES.index(name)]
-    assert_relative(got, want, f"{name} for an input of shape {shape}")
+    assert_relative(got, want, f"{name} for an input of shape {shape}",
+                    mistakes=backward_mistakes(x, gamma, dout, eps, name))
 
 
 def unchanged(before, after) -> bool:
@@ -74,7 +76,8 @@ def test_forward_matches_torch_in_training_mode(sub, shape, seed, scale, dtype):
     x, gamma, beta = batch(shape, seed, scale, dtype)
     out, _ = forward(sub, x, gamma, beta)
     assert_close(out, expected(x, gamma, beta), f"batch_norm_forward's output on an input of shape {shape}",
-                 **({"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-9, "rtol": 1e-9}))
+                 **({"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-9, "rtol": 1e-9}),
+                 mistakes=forward_mistakes(x, gamma, beta))
 
 
 @points(0.5)
@@ -117,11 +120,13 @@ def test_nearly_constant_columns_give_finite_output_and_gradients(sub):
     out, _ = forward(sub, x, gamma, beta)
     dx, dgamma, _ = backward(sub, x, gamma, beta, dout)
     want = expected_grads(x, gamma, beta, dout)
+    mistakes = {"the output": forward_mistakes(x, gamma, beta), "dx": backward_mistakes(x, gamma, dout, 1e-5, "dx"),
+                "dgamma": backward_mistakes(x, gamma, dout, 1e-5, "dgamma")}
     for what, got, ref in (("the output", out, expected(x, gamma, beta)), ("dx", dx, want[0]),
                            ("dgamma", dgamma, want[1])):
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
-            fail(f"{what} on nearly constant columns contains NaN or inf")
-        assert_relative(got, ref, f"{what} on nearly constant columns")
+            fail_naming(f"{what} on nearly constant columns contains NaN or inf", got, mistakes[what], atol=1e-8)
+        assert_relative(got, ref, f"{what} on nearly constant columns", mistakes=mistakes[what])
 
 
 @points(0.25)
@@ -131,9 +136,9 @@ def test_uses_the_eps_argument(sub):
     dout = randn((6, 4), 51, torch.float64)
     out, _ = forward(sub, x, gamma, beta, 0.1)
     assert_close(out, expected(x, gamma, beta, 0.1), "batch_norm_forward with a non-default eps",
-                 **TOLERANCE[torch.float64])
+                 **TOLERANCE[torch.float64], mistakes=forward_mistakes(x, gamma, beta, 0.1))
     assert_relative(backward(sub, x, gamma, beta, dout, 0.1)[0], expected_grads(x, gamma, beta, dout, 0.1)[0],
-                    "dx with a non-default eps")
+                    "dx with a non-default eps", mistakes=backward_mistakes(x, gamma, dout, 0.1, "dx"))
 
 
 @points(0.25)
