@@ -11,7 +11,11 @@ so that the message names the one made. Failure messages must never contain the 
 
 The suite runs in the trusted process. It never gets the submission's objects, only
 fresh tensors and plain values decoded from the worker's answers, and handles to
-objects that stay in the worker.
+objects that stay in the worker. Every expected value is computed here: the worker ran
+learner code, so what it computes is believed only as the learner's answer. Trusted
+models given to learner code get parameters chosen here (``seeded_state``, ``loaded``),
+and a module's state, read from the worker, is checked (``reported``) before anything is
+computed from it.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
+from autograder.sandboxed import fixtures
 from autograder.sandboxed.wire import Handle, TensorInfo, tensor_info
 
 __all__ = ["points", "Submission", "StudentError", "WorkerLost", "Handle", "TensorInfo", "tensor_info",
            "assert_close", "SETTINGS", "fail", "assert_module_matches_function", "Diagnosis", "known_mistake",
-           "fail_naming"]
+           "fail_naming", "reported", "seeded_state", "loaded"]
 
 # Hypothesis keeps a cache in ./.hypothesis by default: in a student's folder, or in an
 # nbgrader source folder that nbgrader would copy into the release. Keep it out of both.
@@ -239,17 +244,55 @@ def assert_module_matches_function(sub: Submission, module: Handle, x: torch.Ten
 
     The learner's ``function`` (which the contract says the module uses) is replaced, for the
     call, by the grader's reference ``fixtures.<function>`` in the worker, so a bug in the
-    function costs only the function's task. The output must then equal that reference on
-    ``args`` (the same computation), or else PyTorch's ``expected``. A module that raises
-    fails: raising is never passing.
+    function costs only the function's task. The output must then equal that same reference
+    evaluated here, on ``args`` (the input, and the state the module reports, checked with
+    ``reported``), or else PyTorch's ``expected``. The reference's value in the worker is never
+    asked for: torch there may have been patched while the cells ran, so that it computes the
+    module's wrong answer too. A module that raises fails: raising is never passing.
     """
-    reference = f"fixtures.{function}"
-    out = sub.run(module, x, substitute={function: reference}).value
-    own = sub.call(f"torch:{reference}", *args)
-    if isinstance(own, torch.Tensor) and isinstance(out, torch.Tensor) and out.shape == own.shape \
-            and out.dtype == own.dtype and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
+    out = sub.run(module, x, substitute={function: f"fixtures.{function}"}).value
+    with torch.no_grad(), single_threaded():
+        own = getattr(fixtures, function)(*args)
+    if isinstance(out, torch.Tensor) and out.shape == own.shape and out.dtype == own.dtype \
+            and torch.allclose(out.double(), own.double(), atol=1e-5, rtol=1e-4):
         return
     assert_close(out, expected, what, atol=atol, rtol=rtol)
+
+
+def reported(value, shape: tuple, what: str, at_least: float = float("-inf")) -> torch.Tensor:
+    """``value``, a tensor the worker reported (a module's parameter or buffer), once it is known to be a
+    floating-point tensor of the contract's ``shape`` holding finite values no smaller than ``at_least``. Only
+    then is anything computed from it here: nothing computed here grows with what the worker sends, and no
+    expected value is NaN (which a NaN output would match)."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        fail(f"{what} should be a floating-point tensor")
+    if tuple(value.shape) != tuple(shape):
+        fail(f"{what} has shape {tuple(value.shape)}, expected {tuple(shape)}")
+    if not torch.isfinite(value).all():
+        fail(f"{what} holds NaN or inf")
+    if (value < at_least).any():
+        fail(f"{what} holds values below {at_least:g}")
+    return value
+
+
+def seeded_state(build, seed: int) -> dict:
+    """The state_dict of ``build()`` called here right after ``torch.manual_seed(seed)``: PyTorch's default
+    initialization, the same every run, chosen where no learner code ran (the worker's RNG, its
+    ``reset_parameters`` and its ``state_dict`` may all have been patched). This process's own random state is
+    left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return {name: value.detach().clone() for name, value in build().state_dict().items()}
+
+
+def loaded(sub: Submission, constructor: str, state: dict, *args, **kwargs) -> Handle:
+    """A trusted model built in the worker (``sub.new(constructor, *args, **kwargs)``) holding ``state``.
+
+    The expected value is computed from ``state`` here, never from what the worker says the model holds: if
+    learner code stopped the load from happening, only the learner's own answer is wrong."""
+    model = sub.new(constructor, *args, **kwargs)
+    sub.load_state_dict(model, state)
+    return model
 
 
 @contextmanager

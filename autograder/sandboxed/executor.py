@@ -74,19 +74,20 @@ def describe_error(error: BaseException) -> dict:
     return {"type": kind[:80], "message": message}
 
 
-# Constructors the grader may ask for, to build inputs inside the worker.
+# Constructors the grader may ask for, to build inputs inside the worker. Modules only: the grader
+# never asks the worker for a value it then believes (learner code ran here, and may have patched torch).
 CONSTRUCTORS = {
     "nn.Linear": nn.Linear, "nn.ReLU": nn.ReLU, "nn.GELU": nn.GELU, "nn.Identity": nn.Identity,
     "nn.Sequential": nn.Sequential, "nn.LayerNorm": nn.LayerNorm, "nn.Tanh": nn.Tanh,
     **{f"fixtures.{name}": value for name, value in vars(fixtures).items()
        if isinstance(value, type) and issubclass(value, nn.Module) and value.__module__ == fixtures.__name__},
-    **{f"fixtures.{name}": getattr(fixtures, name) for name in fixtures.REFERENCE_FUNCTIONS},
 }
 
 
 # Trusted stand-ins the grader may put in place of a learner's function while it checks a module
 # that calls it (``substitute``), so that a bug in the function costs only the function's task.
-REFERENCES = {name: value for name, value in CONSTRUCTORS.items() if not isinstance(value, type)}
+# They are not callable on their own: the grader evaluates the same functions on its side.
+REFERENCES = {f"fixtures.{name}": getattr(fixtures, name) for name in fixtures.REFERENCE_FUNCTIONS}
 
 
 MISSING = object()

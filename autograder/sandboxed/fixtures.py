@@ -1,8 +1,9 @@
 """Small trusted models the suites build inside the worker, as inputs to student code.
 
-They are plain torch modules whose code both sides have, so the grader can rebuild
-one from its state_dict and compute the expected answer itself. Suites ask for them
-with ``sub.new("fixtures.<Name>", ...)``.
+They are plain torch modules whose code both sides have: the grader chooses their
+parameters on its side, loads them into the worker's copy and computes the expected
+answer from its own copy. Suites ask for them with ``checks.loaded(sub, "fixtures.<Name>",
+state, ...)`` (or ``sub.new`` where no expected value depends on their parameters).
 
 - ``CountingTanh``: tanh that counts its calls (is a residual block's sublayer called once?).
 - ``TanhMLP``: Linear -> Tanh -> Linear, the model ``input_grad_norm`` differentiates.
@@ -79,6 +80,8 @@ class ToyStack(nn.Module):
 # learner's function while it checks a module built on it (``substitute``): a module that calls
 # ``layer_norm`` is then judged on what the module itself does, and a bug in the learner's
 # ``layer_norm`` costs only that function's task. They follow the exercise contract's definitions.
+# The module's output is compared with the same function evaluated in the grading process, never in
+# the worker, where learner code may have patched the torch functions they call.
 REFERENCE_FUNCTIONS = ("layer_norm", "rms_norm", "batch_norm")
 HALF = (torch.float16, torch.bfloat16)
 

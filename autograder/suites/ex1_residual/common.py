@@ -1,10 +1,11 @@
-"""Inputs shared by the ex1_residual suite: tensors from a seed, and trusted models rebuilt from a state_dict."""
+"""Inputs shared by the ex1_residual suite: tensors from a seed, and trusted models whose parameters are chosen here."""
 
 from functools import lru_cache
 
 import torch
 import torch.nn as nn
 
+from autograder.checks import loaded, seeded_state
 from autograder.sandboxed import fixtures
 
 
@@ -23,16 +24,18 @@ def _local(kind: str, *sizes) -> nn.Module:
 
 
 def tanh_mlp(sub, d_in: int, d_hidden: int, d_out: int, seed: int, dtype=torch.float32):
-    """A fixtures.TanhMLP built in the worker, and the same model here in float64, from its state_dict."""
-    remote = sub.new("fixtures.TanhMLP", d_in, d_hidden, d_out, dtype=dtype, seed=seed)
+    """A fixtures.TanhMLP in the worker holding parameters drawn here, and the same model here in float64."""
+    state = seeded_state(lambda: fixtures.TanhMLP(d_in, d_hidden, d_out, dtype=dtype), seed)
+    remote = loaded(sub, "fixtures.TanhMLP", state, d_in, d_hidden, d_out, dtype=dtype)
     local = _local("tanh_mlp", d_in, d_hidden, d_out)
-    local.load_state_dict(sub.state_dict(remote))
+    local.load_state_dict(state)
     return remote, local
 
 
 def linear(sub, d: int, seed: int, dtype=torch.float32):
-    """An nn.Linear(d, d) built in the worker, and the same layer here in float64, from its state_dict."""
-    remote = sub.new("nn.Linear", d, d, dtype=dtype, seed=seed)
+    """An nn.Linear(d, d) in the worker holding parameters drawn here, and the same layer here in float64."""
+    state = seeded_state(lambda: nn.Linear(d, d, dtype=dtype), seed)
+    remote = loaded(sub, "nn.Linear", state, d, d, dtype=dtype)
     local = _local("linear", d, d)
-    local.load_state_dict(sub.state_dict(remote))
+    local.load_state_dict(state)
     return remote, local

@@ -1,7 +1,8 @@
 """Task 1: class ResidualBlock(sublayer), forward(x) = x + sublayer(x) (2 points).
 
 The sublayers are trusted modules built in the worker (nn.Linear, fixtures.TanhMLP,
-fixtures.CountingTanh); the expected output is computed here from their state_dict.
+fixtures.CountingTanh), holding parameters drawn here; the expected output is computed
+here from those parameters, never from what the worker reports.
 """
 
 import torch

@@ -1,7 +1,8 @@
 """Task 3: input_grad_norm(model, x) -> float, the L2 norm of d(model(x).sum())/dx (4 points).
 
-The models are trusted (fixtures.TanhMLP, nn.Tanh) and rebuilt here from their
-state_dict, so the expected norm never depends on the learner's other tasks.
+The models are trusted (fixtures.TanhMLP) and hold parameters drawn here, where the
+expected norm is computed: it never depends on the learner's other tasks, nor on what
+the worker reports its model holds.
 """
 
 import torch

@@ -1,8 +1,9 @@
 """Task 2: LayerNorm(normalized_shape, eps=1e-5), a drop-in for nn.LayerNorm (2 points).
 
-The module's forward is checked against the learner's own layer_norm (task 1) on the same
-input and parameters, so a bug in task 1 costs task 1 only. It is also accepted when it
-matches PyTorch itself (a module that does not reuse layer_norm).
+The module's forward runs with the grader's reference in place of the learner's own
+layer_norm (task 1), so a bug in task 1 costs task 1 only, and is compared with that
+reference evaluated here on the same input and the parameters the module reports. It is
+also accepted when it matches PyTorch itself (a module that does not reuse layer_norm).
 """
 
 import math
@@ -12,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail,
-                               fail_naming, points, tensor_info)
+                               fail_naming, points, reported, tensor_info)
 from autograder.suites.ex2_layernorm.common import expected, inputs
 
 PART = "LayerNorm"
@@ -39,8 +40,9 @@ def load_random_parameters(sub, module, seed):
 
 
 def check_forward(sub, module, x, eps, what):
-    """The module's output equals the learner's layer_norm (or PyTorch's) with the module's parameters."""
-    w, b = sub.getattr(module, "weight"), sub.getattr(module, "bias")
+    """The module's output equals the grader's layer_norm (or PyTorch's) with the module's parameters."""
+    w = reported(sub.getattr(module, "weight"), (D,), "LayerNorm's weight")
+    b = reported(sub.getattr(module, "bias"), (D,), "LayerNorm's bias")
     try:
         assert_module_matches_function(sub, module, x, "layer_norm", (x, w, b, eps), expected(x, w, b, eps), what)
     except AssertionError as error:

@@ -1,7 +1,9 @@
 """What both parts of ex3_batchnorm compare against: inputs and PyTorch's answers.
 
 Everything here runs in the trusted process: inputs come from seeded generators, the
-expected values from ``F.batch_norm`` in float64 on cloned running statistics.
+expected values from ``F.batch_norm`` in float64 on cloned running statistics, and the
+grader's reference ``fixtures.batch_norm`` (the one a module runs with in the worker) is
+evaluated here too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import assert_close, single_threaded
+from autograder.sandboxed import fixtures
 
 # Float32 answers are compared with PyTorch's float64 answer rounded to float32.
 TOLERANCE = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.float64: {"atol": 1e-9, "rtol": 1e-7}}
@@ -62,6 +65,16 @@ def expected(x, weight, bias, running_mean, running_var, training: bool, momentu
     with single_threaded():
         out = F.batch_norm(x.double(), mean, var, weight.double(), bias.double(), training, momentum, eps)
     return out.to(x.dtype), mean.to(running_mean.dtype), var.to(running_var.dtype)
+
+
+def grader_reference(x, weight, bias, running_mean, running_var, training: bool, momentum: float = 0.1,
+                     eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The grader's ``fixtures.batch_norm`` on these inputs, evaluated here in their own dtype: (output,
+    running_mean after, running_var after). The caller's running statistics are left alone."""
+    mean, var = running_mean.clone(), running_var.clone()
+    with torch.no_grad(), single_threaded():
+        out = fixtures.batch_norm(x, weight, bias, mean, var, training, momentum, eps)
+    return out, mean, var
 
 
 def mismatch(actual, wanted: torch.Tensor, what: str, dtype=torch.float32) -> str | None:

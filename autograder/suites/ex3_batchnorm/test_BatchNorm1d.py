@@ -4,16 +4,19 @@ The module is meant to call the learner's own ``batch_norm``. While the module r
 grader puts its own reference ``batch_norm`` (``fixtures.batch_norm``, in the worker) in
 its place, so the module is judged on its own work and a bug in the learner's function
 costs only Task 1. A step passes when the module's output and running statistics match
-PyTorch's or the reference's on the same inputs and state; a module that raises fails.
+PyTorch's or the reference's, both computed here from the same input and the state the
+module reports; a module that raises fails.
 """
+
+from math import inf
 
 import pytest
 import torch
 import torch.nn as nn
 
-from autograder.checks import Diagnosis, StudentError, fail, points
+from autograder.checks import Diagnosis, StudentError, fail, points, reported
 from autograder.suites.ex3_batchnorm.mistakes import step_mistake
-from autograder.suites.ex3_batchnorm.reference import TOLERANCE, expected, make_batch, mismatch
+from autograder.suites.ex3_batchnorm.reference import TOLERANCE, expected, grader_reference, make_batch, mismatch
 
 PART = "BatchNorm1d"
 TITLE = "Task 2: BatchNorm1d"
@@ -37,18 +40,18 @@ def state_of(sub, module) -> dict:
 
 def check_step(sub, module, x, training: bool, momentum: float, eps: float, what: str) -> None:
     """One forward of the module: output and running statistics after it, against PyTorch's and against the
-    grader's reference batch_norm on the same input and state. ``training``, ``momentum`` and ``eps`` are the
-    module's intended settings."""
+    grader's reference batch_norm on the same input and state, both computed here. ``training``, ``momentum`` and
+    ``eps`` are the module's intended settings."""
     before = state_of(sub, module)
+    for name in STATE:  # a variance is never negative: sqrt(running_var + eps) would make the expected value NaN
+        reported(before[name], (x.shape[1],), f"BatchNorm1d's {name}", at_least=0.0 if name == "running_var" else -inf)
     out = sub.run(module, x, substitute={"batch_norm": "fixtures.batch_norm"}).value
     after_state = state_of(sub, module)
     after = after_state["running_mean"], after_state["running_var"]
 
     args = (x, before["weight"], before["bias"], before["running_mean"].clone(), before["running_var"].clone())
-    candidates = [expected(*args, training=training, momentum=momentum, eps=eps)]
-    own = sub.run("torch:fixtures.batch_norm", *args, training=training, momentum=momentum, eps=eps,
-                  return_args=True)
-    candidates.append((own.value, own.args_after[3], own.args_after[4]))
+    candidates = [expected(*args, training=training, momentum=momentum, eps=eps),
+                  grader_reference(*args, training=training, momentum=momentum, eps=eps)]
     problems = []
     for wanted in candidates:
         problems.append(mismatch(out, wanted[0], f"{what}: the output")

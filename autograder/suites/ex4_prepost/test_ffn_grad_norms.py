@@ -1,7 +1,8 @@
 """Task 4: ffn_grad_norms(stack, x, target) -> list[float] (3 points).
 
-The stack is a trusted fixtures.ToyStack (blocks x + ffn(x), then a Linear head),
-rebuilt here from its state_dict, so the expected norms never depend on Tasks 1-3.
+The stack is a trusted fixtures.ToyStack (blocks x + ffn(x), then a Linear head) holding
+parameters drawn here, where the expected norms are computed from the same parameters: they
+never depend on Tasks 1-3, nor on what the worker reports its stack holds.
 """
 
 from functools import lru_cache
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from autograder.checks import SETTINGS, Diagnosis, fail, points
+from autograder.checks import SETTINGS, Diagnosis, fail, loaded, points, seeded_state
 from autograder.sandboxed.fixtures import ToyStack
 from autograder.suites.ex4_prepost.mistakes import norm_mistakes
 from autograder.suites.ex4_prepost.reference import randn
@@ -29,12 +30,14 @@ def local_stack(depth, d_model, d_ff) -> ToyStack:
 
 
 def toy_stack(sub, depth, d_model, d_ff, seed, dtype=torch.float32):
-    """A fixtures.ToyStack in the worker (in dtype) and the same stack here, in float64."""
-    stack = sub.new("fixtures.ToyStack", depth, d_model, d_ff, seed=seed)
+    """A fixtures.ToyStack in the worker (in dtype) holding parameters drawn here, and the same stack here, in
+    float64."""
+    state = seeded_state(lambda: ToyStack(depth, d_model, d_ff), seed)
+    stack = loaded(sub, "fixtures.ToyStack", state, depth, d_model, d_ff)
     if dtype == torch.float64:
         sub.method(stack, "double")
     local = local_stack(depth, d_model, d_ff)
-    local.load_state_dict(sub.state_dict(stack))
+    local.load_state_dict(state)
     return stack, local
 
 

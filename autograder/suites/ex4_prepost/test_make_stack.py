@@ -1,14 +1,18 @@
 """Task 3: make_stack(block_cls, depth, d_model, n_heads, d_ff) -> module with blocks and final_norm (3 points).
 
 A stack is checked without trusting the learner's blocks (Tasks 1-2): block_cls is either
-fixtures.ToyBlock, a trusted block rebuilt here from its state_dict, or the learner's own
-PreNormBlock/PostNormBlock, whose output is then compared with chaining those same blocks.
+fixtures.ToyBlock, trusted blocks given parameters drawn here and computed here, or the
+learner's own PreNormBlock/PostNormBlock, whose output is then compared with chaining those
+same blocks. The final norm is always applied here, from what it holds.
 """
+
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from autograder.checks import assert_close, fail, points
+from autograder.checks import Handle, StudentError, assert_close, fail, points, reported, seeded_state, single_threaded
 from autograder.sandboxed.fixtures import ToyBlock
 from autograder.suites.ex4_prepost.mistakes import stack_mistakes
 from autograder.suites.ex4_prepost.reference import masks, randn
@@ -35,6 +39,38 @@ def build(sub, name: str, depth: int, seed: int = 0):
 def blocks_of(sub, stack) -> list:
     blocks = sub.getattr(stack, "blocks")
     return [sub.method(blocks, "__getitem__", i) for i in range(sub.method(blocks, "__len__"))]
+
+
+def toy_states(sub, blocks: list) -> list[dict]:
+    """Parameters drawn here for each fixtures.ToyBlock of a stack, loaded into it; one per position, the same
+    for a block that appears at two positions."""
+    states = {}
+    for i, block in enumerate(blocks):
+        if block not in states:
+            states[block] = seeded_state(lambda: ToyBlock(**SIZES), 100 + i)
+            try:
+                sub.load_state_dict(block, states[block])
+            except StudentError:
+                fail("the blocks should be block_cls(d_model, n_heads, d_ff), with the sizes you are given")
+    return [states[block] for block in blocks]
+
+
+def final_norm_of(sub, final: Handle, h: torch.Tensor) -> torch.Tensor:
+    """What the stack's final_norm makes of h, computed here: h itself for an nn.Identity, h normalized with the
+    weight, bias and eps it reports for an nn.LayerNorm(d_model)."""
+    kind = getattr(final, "type", "")
+    if kind == IDENTITY:
+        return h
+    if kind != LAYER_NORM:
+        fail("final_norm should be nn.LayerNorm(d_model) or nn.Identity()")
+    d = SIZES["d_model"]
+    weight = reported(sub.getattr(final, "weight"), (d,), "final_norm's weight")
+    bias = reported(sub.getattr(final, "bias"), (d,), "final_norm's bias")
+    eps = sub.getattr(final, "eps")
+    if type(eps) not in (int, float) or not 0 <= eps < math.inf:
+        fail("final_norm's eps should be a number, zero or more")
+    with torch.no_grad(), single_threaded():
+        return F.layer_norm(h.double(), (d,), weight.double(), bias.double(), float(eps)).to(h.dtype)
 
 
 @points(0.5)
@@ -98,23 +134,22 @@ def test_forward_runs_the_blocks_in_order_with_the_mask_then_final_norm(sub, nam
     if len(found) != depth:
         fail("the number of blocks differs from depth")
     h = x
-    if name == TOY:  # the trusted blocks' own answer, computed here
+    if name == TOY:  # the trusted blocks' answer, computed here from the parameters given to them
         local_mask = None if attn_mask is None else attn_mask.double() if attn_mask.is_floating_point() else attn_mask
         h = h.double()
         local = ToyBlock(**SIZES).double()
-        for block in found:
-            try:
-                local.load_state_dict(sub.state_dict(block))
-            except RuntimeError:
-                fail("the blocks should be block_cls(d_model, n_heads, d_ff), with the sizes you are given")
+        for state in toy_states(sub, found):
+            local.load_state_dict(state)
             with torch.no_grad():
                 h = local(h, attn_mask=local_mask)
         h = h.float()
     else:  # relative to the learner's own blocks (Task 2 scores what they compute)
         for block in found:
             h = sub.call(block, h, **kwargs)
+            if not isinstance(h, torch.Tensor) or h.shape != x.shape or not h.is_floating_point():
+                fail(f"a {name} should return a tensor of its input's shape")
     final_norm = sub.getattr(stack, "final_norm")
-    expected = sub.call(final_norm, h)
+    expected = final_norm_of(sub, final_norm, h)
     what = "the stack's output" + ("" if attn_mask is None else f" with a {mask} attn_mask")
     run = run_toy_block(sub) if name == TOY else (
         lambda block, h, mask: sub.call(block, h, **({} if mask is None else {"attn_mask": mask})))

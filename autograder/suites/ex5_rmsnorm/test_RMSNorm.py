@@ -1,8 +1,9 @@
 """Task 2: RMSNorm(dim, eps=1e-6), whose state_dict loads into nn.RMSNorm (4 points).
 
-The module's forward is checked against the learner's own rms_norm (task 1) on the same
-input and weight, so a bug in task 1 costs task 1 only. It is also accepted when it
-matches PyTorch itself (a module that does not reuse rms_norm).
+The module's forward runs with the grader's reference in place of the learner's own
+rms_norm (task 1), so a bug in task 1 costs task 1 only, and is compared with that
+reference evaluated here on the same input and the weight the module reports. It is also
+accepted when it matches PyTorch itself (a module that does not reuse rms_norm).
 """
 
 import math
@@ -12,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from autograder.checks import (Handle, StudentError, assert_close, assert_module_matches_function, fail,
-                               fail_naming, points, tensor_info)
+                               fail_naming, points, reported, tensor_info)
 from autograder.suites.ex5_rmsnorm.common import expected, inputs
 from autograder.suites.ex5_rmsnorm.mistakes import module_mistakes
 
@@ -40,8 +41,8 @@ def load_random_weight(sub, module, seed, dtype=torch.float32):
 
 
 def check_forward(sub, module, x, eps, what):
-    """The module's output equals the learner's rms_norm (or PyTorch's) with the module's weight."""
-    w = sub.getattr(module, "weight")
+    """The module's output equals the grader's rms_norm (or PyTorch's) with the module's weight."""
+    w = reported(sub.getattr(module, "weight"), (D,), "RMSNorm's weight")
     rtol = 1e-2 if x.dtype == torch.bfloat16 else 1e-4
     try:
         assert_module_matches_function(sub, module, x, "rms_norm", (x, w, eps), expected(x, w.to(x.dtype), eps), what,

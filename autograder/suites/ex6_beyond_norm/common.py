@@ -2,8 +2,8 @@
 
 Expected BatchNorm values come from ``F.batch_norm`` in float64 (training mode, no running
 statistics), gradients from autograd through it. The sublayers given to ``ReZeroBlock`` are
-trusted modules built in the worker (``nn.Linear``, ``fixtures.TanhMLP``) and rebuilt here
-from their state_dict, so every expected value is computed on this side.
+trusted modules built in the worker (``nn.Linear``, ``fixtures.TanhMLP``) holding parameters
+drawn here, so every expected value is computed on this side, from this side's copy.
 """
 
 from functools import lru_cache
@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder.checks import assert_close, single_threaded
+from autograder.checks import assert_close, loaded, seeded_state, single_threaded
 from autograder.sandboxed import fixtures
 
 NORM_FAMILY = {"layer_norm", "batch_norm", "instance_norm", "rms_norm", "group_norm"}
@@ -73,13 +73,15 @@ def _local(kind: str, *sizes) -> nn.Module:
 
 
 def sublayer(sub, d: int, seed: int, nonlinear: bool, dtype=torch.float32):
-    """A sublayer built in the worker (fixtures.TanhMLP(d, 5, d) or nn.Linear(d, d)), and the same model here in
-    float64."""
+    """A sublayer in the worker (fixtures.TanhMLP(d, 5, d) or nn.Linear(d, d)) holding parameters drawn here, and
+    the same model here in float64."""
     if nonlinear:
-        remote = sub.new("fixtures.TanhMLP", d, 5, d, dtype=dtype, seed=seed)
+        state = seeded_state(lambda: fixtures.TanhMLP(d, 5, d, dtype=dtype), seed)
+        remote = loaded(sub, "fixtures.TanhMLP", state, d, 5, d, dtype=dtype)
         local = _local("tanh_mlp", d, 5, d)
     else:
-        remote = sub.new("nn.Linear", d, d, dtype=dtype, seed=seed)
+        state = seeded_state(lambda: nn.Linear(d, d, dtype=dtype), seed)
+        remote = loaded(sub, "nn.Linear", state, d, d, dtype=dtype)
         local = _local("linear", d, d)
-    local.load_state_dict(sub.state_dict(remote))
+    local.load_state_dict(state)
     return remote, local

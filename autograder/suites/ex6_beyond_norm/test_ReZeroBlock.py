@@ -2,8 +2,8 @@
 
 The sublayers are trusted modules built in the worker (nn.Linear, fixtures.TanhMLP,
 fixtures.CountingTanh), as in ex1's ResidualBlock suite; the expected output is computed here
-from their state_dict. The exercise is training without a norm layer: the whole normalization
-family is forbidden in this task too.
+from the parameters drawn here and loaded into them. The exercise is training without a norm
+layer: the whole normalization family is forbidden in this task too.
 """
 
 import torch
