@@ -825,9 +825,11 @@ def layer_norm(x, weight, bias, eps=1e-5):
 """, {"sandbox_violation"}),
     "prints-without-end": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
-    for _ in range(20_000):
-        print("spam " * 100)
+    for _ in range(2_000):
+        print("spam " * 100)  # inside graded calls: read by no one, kept to 64 K characters, counted for nothing
     return x
+for _ in range(20_000):
+    print("spam " * 100)
 """, {"output_limit"}),
     "hides-a-forbidden-call-behind-getattr": ("""
 def layer_norm(x, weight, bias, eps=1e-5):

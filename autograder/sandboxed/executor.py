@@ -108,7 +108,8 @@ class Executor:
         exec(compile(IPYTHON_STUB, "<ipython stub>", "exec"), self.namespace)
         self.objects: dict[int, object] = {}
         self.ids: dict[int, int] = {}
-        self.output = BoundedOutput()
+        self.output = BoundedOutput()  # what the cells print: the notebook's own output, counted
+        self.call_output = BoundedOutput()  # what graded calls print: nobody reads it, so it counts for nothing
 
     # --- objects that stay here -------------------------------------------------------
     def handle_of(self, obj) -> wire.Handle:
@@ -140,7 +141,7 @@ class Executor:
         if method is None:
             return {"error": {"type": "BadRequest", "message": f"unknown op {str(op)[:40]!r}"}}
         stdout, stderr = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = self.output
+        sys.stdout = sys.stderr = self.output if op == "exec" else self.call_output
         try:
             answer = method(request)
         except BaseException as error:  # student code may raise anything, SystemExit included
