@@ -190,9 +190,8 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     problems += [f"a worker ended {what}" + ("" if what.startswith("while") else
                                               "; that task lost the tests it had left, the next ran in a fresh worker")
                  for what in graded.crashes]
-    if graded.output_chars > wire.OUTPUT_LIMIT:
-        problems.append(f"the code printed {graded.output_chars:,} characters; only the first "
-                        f"{wire.OUTPUT_LIMIT:,} were kept")
+    printed = [f"its cells printed {graded.output_chars:,} characters; the grader kept the first {wire.OUTPUT_LIMIT:,}"
+               ] if graded.output_chars > wire.OUTPUT_LIMIT else []  # bounded memory, nobody's loss: only reported
     problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
                  if event not in ("sandbox_violation", "protocol_violation")]
     problems += [f"caught by the sandbox: the code {what.removeprefix(REVIEW)}" for what in graded.attempts]
@@ -200,8 +199,7 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
         graded.events.append("sandbox_violation")
     if any(part.forbidden_used for part in graded.parts):
         graded.events.append("forbidden")
-    status = report.overall_status(True, [], graded.events, graded.cell_errors, graded.output_chars,
-                                   wire.OUTPUT_LIMIT)
+    status = report.overall_status(True, [], graded.events, graded.cell_errors, 0, wire.OUTPUT_LIMIT)
     findings = entry.findings + graded.findings
     rules = {part.name: part.forbidden for part in scoring.collect(assignment)}
     held = []
@@ -216,7 +214,7 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
         status = "review"
     data = report.result(assignment, entry.student_id, entry.digest, status, graded.parts, problems, graded.seconds,
                          sandbox.isolation)
-    data["extra_data"]["instructor_notes"] = evidence.reported(findings, held)
+    data["extra_data"]["instructor_notes"] = printed + evidence.reported(findings, held)
     if held:
         data["extra_data"]["status_after_release"] = released
     return data

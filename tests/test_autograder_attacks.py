@@ -830,7 +830,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return x
 for _ in range(20_000):
     print("spam " * 100)
-""", {"output_limit"}),
+""", {"ok"}),  # its output is bounded and reported to the instructor; nobody loses anything
     "hides-a-forbidden-call-behind-getattr": ("""
 def layer_norm(x, weight, bias, eps=1e-5):
     return getattr(F, "layer_" + "norm")(x, (x.shape[-1],), weight, bias, eps)
@@ -866,6 +866,12 @@ def test_the_run_finishes_with_status_0_and_a_result_for_everyone(sandbox_graded
     done, results, _ = sandbox_graded
     assert done.returncode == 0, done.stderr
     assert set(results) == {"honest", "baseline", *SANDBOX_ATTACKS}
+
+
+def test_a_flood_of_output_is_bounded_and_reported_to_the_instructor(sandbox_graded):
+    _, results, _ = sandbox_graded
+    notes = results["prints-without-end"]["extra_data"]["instructor_notes"]
+    assert any("characters; the grader kept the first 65,536" in note for note in notes)
 
 
 def test_the_honest_submission_keeps_full_marks(sandbox_graded):
