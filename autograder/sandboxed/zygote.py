@@ -65,6 +65,13 @@ def warm_up() -> None:
         (y * y).sum().backward()
         torch.autograd.grad(y.pow(2).sum(), y, allow_unused=True)
         repr(y), str(y * 2)
+        # torch.func's transforms import parts of torch._dynamo on first use: a learner may use them where
+        # autograd is allowed (ex1's input_grad_norm).
+        out, pull = torch.func.vjp(torch.nn.Linear(8, 8), x.detach())
+        pull(torch.ones_like(out))
+        torch.func.grad(lambda t: t.pow(2).sum())(x.detach())
+        torch.func.jacrev(torch.tanh)(x.detach()[0])
+        torch.func.vmap(torch.sin)(x.detach())
     executor = Executor()
     executor.decode(executor.encode({"value": [x, torch.float16, None, 1.5, "s", attn]}))
 
