@@ -140,18 +140,20 @@ class Session:
         used = self.cpu_spent + (self.worker.cpu_seen if self.worker is not None else 0.0)
         cpu = self.limits.submission_seconds - used
         wall = self.limits.submission_seconds * self.limits.wall_factor - self.waited
-        if cpu <= 0 or wall <= 0:
+        if cpu <= 0:
             raise WorkerLost("timeout", "the submission used up its whole time budget "
                                         f"({self.limits.submission_seconds:g} s of computing)")
+        if wall <= 0:
+            raise WorkerLost("timeout", "the submission used up its whole time budget (its calls kept the grader "
+                                        f"waiting {self.waited:.0f} s in all)")
         return min(cpu, self.limits.request_seconds), min(wall, self.limits.request_seconds * self.limits.wall_factor)
 
     def carry(self, request: dict) -> dict:
         if self.sandbox.broken:
             raise self.stopped()
-        cpu, wall = self.budget()
         began = time.monotonic()
         try:
-            answer = self.worker.request(request, cpu, wall)
+            answer = self.worker.request(request, *self.budget())
         except WorkerLost as error:
             self.events.append(error.status)
             raise

@@ -54,7 +54,7 @@ class Limits:
     file_bytes: int = 16 * 2**20  # largest file a worker may write
     request_seconds: float = 10.0  # the worker's CPU time in one request
     submission_seconds: float = 120.0  # the workers' CPU time over one submission, all requests
-    wall_factor: float = 5.0  # the wall-clock backstop, in CPU budgets: for code that sleeps or blocks
+    wall_factor: float = 5.0  # the wall-clock backstop, in CPU budgets: for code that barely gets a CPU
 
     def for_worker(self) -> dict:
         return {"cpu_seconds": self.cpu_seconds, "memory_bytes": self.memory_bytes,
@@ -209,6 +209,8 @@ class Sandbox:
                 if not chunk:
                     raise self.fail(f"the sandbox exited: {self.stderr_tail()}")
                 self.buffer += chunk
+                if len(self.buffer) > 2**20:
+                    raise self.fail("the sandbox answered something that is not an answer")
             line, self.buffer = self.buffer.split(b"\n", 1)
             reply = json.loads(line)
         except OSError as error:
@@ -327,6 +329,7 @@ class Clock:
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of the CPU times in /proc/PID/stat
 POLL_SECONDS = 0.2  # while an answer is awaited, how often the worker's CPU time is read
+IDLE_SECONDS = 2.0  # the least time without computing that ends a request: a runnable worker computes sooner
 ENDLESS = "it ran out of time (an endless loop, or far too slow)"
 
 
@@ -374,13 +377,15 @@ class Worker:
     def request(self, request: dict, cpu_seconds: float, wall_seconds: float) -> dict:
         """Send ``request``; return its answer, with the trailer's records merged in under "trailer".
 
-        The worker may use ``cpu_seconds`` of CPU time on it, and ``wall_seconds`` in all (the backstop for
-        code that sleeps or waits): past either it is killed and the request ends in a timeout.
+        The worker may use ``cpu_seconds`` of CPU time on it and ``wall_seconds`` in all (the backstop for a
+        worker that barely gets a CPU); it may go as long without answering or computing as it may compute
+        (``cpu_seconds``, at least ``IDLE_SECONDS``: code that sleeps or blocks). Past any of them it is killed
+        and the request ends in a timeout.
         """
         if not self.alive:
             raise WorkerLost("crashed", "the worker is gone")
         number = secrets.randbits(63)
-        clock = Clock(cpu_seconds, wall_seconds, self.sandbox.limits.request_seconds, self.cpu_time())
+        clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS), self.cpu_time())
         try:
             self.sock.sendall(wire.frame(wire.numbered(number, wire.encode(request))))
             answer = wire.decode(wire.read_frame(lambda n: self._exact(n, clock)))
@@ -404,7 +409,7 @@ class Worker:
         return WorkerLost("protocol_violation", f"the worker's channel carried {what}: the code wrote to the "
                                                 "grader's socket, or returned something the grader cannot read")
 
-    def _exact(self, n: int, clock: "Clock") -> bytearray:
+    def _exact(self, n: int, clock: Clock) -> bytearray:
         """``n`` bytes (n already bounded by the wire), read into one buffer: no second copy."""
         buffer = bytearray(n)
         view, got = memoryview(buffer), 0
@@ -416,7 +421,7 @@ class Worker:
             got += count
         return buffer
 
-    def _wait(self, clock: "Clock") -> None:
+    def _wait(self, clock: Clock) -> None:
         """Until the socket has bytes to read. The worker is killed once the request has used its CPU time (its
         wall time, where the CPU time cannot be read), once it has neither answered nor computed for
         ``clock.idle_seconds`` (it sleeps or blocks), or at the wall-clock backstop."""
