@@ -42,7 +42,11 @@ def parse(argv) -> argparse.Namespace:
     grade.add_argument("--force", action="store_true", help="regrade submissions that already have a current result")
     grade.add_argument("--isolation", choices=["auto", "namespaces", "process"], default="auto",
                        help="namespaces needs bubblewrap; auto uses it when it works (default)")
-    grade.add_argument("--timeout", type=float, default=120.0, help="wall-time limit per submission, seconds")
+    grade.add_argument("--timeout", type=float, default=120.0,
+                       help="time limit per submission: seconds of CPU time its code may use, all tests together "
+                            f"(default 120; at most {Limits.request_seconds:g} in one call). A call is also stopped "
+                            "once it has gone as long without answering or computing, or after "
+                            f"{Limits.wall_factor:g} times its CPU time in wall-clock time")
     grade.add_argument("--memory-mb", type=int, default=2048, help="memory limit per submission, MiB")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     release = commands.add_parser("release", help="give held-for-review submissions the points they measured")

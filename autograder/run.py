@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from autograder import evidence, report, scan, scoring
 from autograder.checks import Submission, WorkerLost
-from autograder.sandbox import Sandbox
+from autograder.sandbox import Sandbox, SandboxBroken
 from autograder.sandboxed import wire
 
 
@@ -46,11 +46,19 @@ MAX_SKIPPED_CELLS = 3  # cells that end the worker, found and left out before gr
 
 
 class Session:
-    """The transport of one submission: a worker, replaced (cells run again) after it dies."""
+    """The transport of one submission: a worker, replaced (cells run again) after it dies.
+
+    Time is the workers' CPU time: ``limits.request_seconds`` per request, ``limits.submission_seconds`` in
+    all, each with a wall-clock backstop ``limits.wall_factor`` times as long on the time spent waiting for
+    the worker (the grader's own work, slower on a busy machine, is not the submission's). A sandbox that
+    breaks (its control channel fails) ends every task from then on; ``grading_process`` grades the
+    submission again in a fresh one.
+    """
 
     def __init__(self, sandbox, slot: int, cells: list, limits):
         self.sandbox, self.slot, self.cells, self.limits = sandbox, slot, cells, limits
-        self.deadline = time.monotonic() + limits.submission_seconds
+        self.cpu_spent = 0.0  # CPU seconds of this submission's workers that have ended
+        self.waited = 0.0  # wall seconds spent waiting for its workers' answers
         self.worker = None
         self.events: list[str] = []
         self.cell_errors: list[str] = []
@@ -63,30 +71,45 @@ class Session:
 
     def start(self) -> None:
         """A fresh worker with the cells run in it, leaving out any cell that ends the worker."""
-        while True:
-            self.worker = self.sandbox.spawn(self.slot)
-            try:
-                answer = self.carry(exec_request(self.cells, skip=self.skipped))
-                break
-            except WorkerLost as error:
-                if len(self.skipped) >= MAX_SKIPPED_CELLS or not self.find_fatal_cell(error):
-                    raise
+        try:
+            while True:
+                self.spawn()
+                try:
+                    answer = self.carry(exec_request(self.cells, skip=self.skipped))
+                    break
+                except WorkerLost as error:
+                    if len(self.skipped) >= MAX_SKIPPED_CELLS or not self.find_fatal_cell(error):
+                        raise
+        except SandboxBroken:
+            raise self.stopped() from None
         self.report_cells(answer)
+
+    def spawn(self) -> None:
+        """A fresh worker in place of the last one, which is settled first (its time counted, its folder
+        removed)."""
+        self.retire()
+        self.worker = self.sandbox.spawn(self.slot)
+
+    def retire(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+            self.cpu_spent += worker.cpu_seen
 
     def find_fatal_cell(self, error: WorkerLost) -> bool:
         """Find, by running fewer cells in fresh workers, the first cell that ends a worker; skip it from now on."""
         low, high = 0, len(self.cells)  # the first `low` cells run fine; the first `high` do not
         while high - low > 1:
             middle = (low + high) // 2
-            self.remaining()  # out of time: give up the search, not blame a cell
-            self.worker = self.sandbox.spawn(self.slot)
+            self.budget()  # out of time: give up the search, not blame a cell
+            self.spawn()
             try:
                 self.carry(exec_request(self.cells, upto=middle, skip=self.skipped))
                 low = middle
             except WorkerLost:
                 high = middle
             finally:
-                self.worker.close()
+                self.retire()
         label = self.cells[high - 1].label if high else None
         if label is None or label in self.skipped:
             return False
@@ -111,26 +134,54 @@ class Session:
                 else:
                     self.cell_errors.append(f"{where} raised {kind}: {message}")
 
-    def remaining(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+    def budget(self) -> tuple[float, float]:
+        """The CPU seconds and the wall seconds the next request may take: a request's own limits, within what
+        the submission has left."""
+        used = self.cpu_spent + (self.worker.cpu_seen if self.worker is not None else 0.0)
+        cpu = self.limits.submission_seconds - used
+        wall = self.limits.submission_seconds * self.limits.wall_factor - self.waited
+        if cpu <= 0:
             raise WorkerLost("timeout", "the submission used up its whole time budget "
-                                        f"({self.limits.submission_seconds:g} s)")
-        return min(left, self.limits.request_seconds)
+                                        f"({self.limits.submission_seconds:g} s of computing)")
+        if wall <= 0:
+            raise WorkerLost("timeout", "the submission used up its whole time budget (its calls kept the grader "
+                                        f"waiting {self.waited:.0f} s in all)")
+        return min(cpu, self.limits.request_seconds), min(wall, self.limits.request_seconds * self.limits.wall_factor)
 
     def carry(self, request: dict) -> dict:
+        if self.sandbox.broken:
+            raise self.stopped()
+        began = time.monotonic()
         try:
-            answer = self.worker.request(request, self.remaining())
+            answer = self.worker.request(request, *self.budget())
         except WorkerLost as error:
             self.events.append(error.status)
             raise
+        except SandboxBroken:
+            raise self.stopped() from None
+        finally:
+            self.waited += time.monotonic() - began
         trailer = answer.pop("trailer", {})
         self.note(trailer)
         answer["monitor"] = trailer["monitor"]
         return answer
 
+    def stopped(self) -> WorkerLost:
+        """The sandbox broke while this submission was graded: this task ends here, and every later one at once.
+
+        ``grading_process`` throws this result away and grades the submission again in a fresh sandbox; the
+        note below reaches the learner only when it breaks that one too.
+        """
+        note = (f"stopped the grader's sandbox ({self.sandbox.broken[:100]}), in a fresh sandbox too: what it "
+                "earned before that is kept, the tasks after it were not graded")
+        if note not in self.attempts:
+            self.attempts.append(note)
+        return WorkerLost("sandbox_violation", "not graded: the grader's sandbox stopped")
+
     def __call__(self, request: dict) -> dict:
         """The transport a ``Submission`` uses: start a worker when there is none alive, then carry."""
+        if self.sandbox.broken:
+            raise self.stopped()
         if self.worker is None or not self.worker.alive:
             self.start()
         return self.carry(request)
@@ -152,8 +203,14 @@ class Session:
                         self.findings.append(scan.Finding(finding.kind, None, text, finding.group))
 
     def close(self) -> int:
-        if self.worker is not None:
-            self.worker.close()
+        """Settle the last worker; what this submission's workers left that could not be removed is noted."""
+        try:
+            self.retire()
+        except SandboxBroken:
+            self.stopped()
+        for what in self.sandbox.leftovers:
+            self.attempts.append(f"left behind what the grader could not remove: {what}")
+        self.sandbox.leftovers.clear()
         return self.output_total
 
 
@@ -246,7 +303,8 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     done, used = 0, isolation
     try:
         while done < len(gradable):
-            message = outbox.get(timeout=limits.submission_seconds * 4 + 120)
+            # a submission may be graded twice (a sandbox that broke), each time within its wall-clock backstop
+            message = outbox.get(timeout=2 * (limits.submission_seconds * limits.wall_factor + 180))
             if message[0] == "fatal":
                 raise RuntimeError(message[1])
             if message[0] == "isolation":
@@ -267,9 +325,9 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation)
     import torch
 
     torch.set_num_threads(1)  # one grading process per core: threads would only contend
-    block = scoring.blocked(assignment)
+    block = tuple(scoring.blocked(assignment))
     try:
-        sandbox = Sandbox(limits=limits, isolation=isolation, block=tuple(block)).start()
+        sandbox = Sandbox(limits=limits, isolation=isolation, block=block).start()
     except Exception as error:
         outbox.put(("fatal", f"the sandbox could not start: {error}"))
         return
@@ -277,25 +335,48 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation)
     scoring.collect(assignment)
     try:
         while (entry := inbox.get()) is not None:
-            try:
-                try:
-                    data = grade_one(assignment, entry, sandbox, slot, limits)
-                except RuntimeError:
-                    if sandbox.process is not None and sandbox.process.poll() is None:
-                        raise
-                    sandbox.stop()  # the zygote itself died: start another and try once more
-                    sandbox = Sandbox(limits=limits, isolation=sandbox.isolation, block=tuple(block)).start()
-                    data = grade_one(assignment, entry, sandbox, slot, limits)
-            except Exception:
-                data = report.result(assignment, entry.student_id, entry.digest, "grader_error",
-                                     scoring.zero(assignment, "grader_error", "not graded: the grader failed"),
-                                     entry.problems + ["grader error: " + traceback.format_exc(limit=3)[-600:]],
-                                     0.0, sandbox.isolation)
+            data, sandbox = grade_in_a_sound_sandbox(assignment, entry, sandbox, slot, limits)
             data["extra_data"]["grader_peak_rss_mb"] = round(peak_rss() / 2**20, 1)
             report.save(results, data)
             outbox.put(("done", entry.student_id))
     finally:
         sandbox.stop()
+
+
+def grade_in_a_sound_sandbox(assignment, entry, sandbox, slot, limits) -> tuple[dict, Sandbox]:
+    """The result of one submission, and the sandbox to grade the next one in.
+
+    A sandbox that broke (its control channel failed) or that holds what a submission left and could not be
+    removed is replaced before anything else is graded in it. A submission during which the sandbox broke is
+    graded again in a fresh one, so the one that broke it is never someone else; if it breaks that one too,
+    the result of that second try stands, with its own status (``Session.stopped``).
+    """
+    for attempt in (1, 2):
+        if sandbox.broken or sandbox.dirty:
+            sandbox.stop()
+            try:
+                sandbox = Sandbox(limits=sandbox.limits, isolation=sandbox.isolation, block=sandbox.block).start()
+            except RuntimeError as error:
+                sandbox.broken = sandbox.broken or str(error)  # the next submission tries again
+                return failed(assignment, entry, "grader_error", f"grader error: {error}"[:600], sandbox), sandbox
+        try:
+            data = grade_one(assignment, entry, sandbox, slot, limits)
+        except Exception:
+            data = failed(assignment, entry, "grader_error",
+                          "grader error: " + traceback.format_exc(limit=3)[-600:], sandbox)
+            if sandbox.broken and attempt == 2:
+                data = failed(assignment, entry, "sandbox_violation", "caught by the sandbox: the code stopped the "
+                              "grader's sandbox, in a fresh sandbox too", sandbox)
+        if not sandbox.broken:
+            break
+    return data, sandbox
+
+
+def failed(assignment, entry, status: str, problem: str, sandbox: Sandbox) -> dict:
+    """A result with every task at 0: the grader failed (``grader_error``), or the submission stopped it."""
+    message = "not graded: " + ("the grader failed" if status == "grader_error" else "the grader's sandbox stopped")
+    return report.result(assignment, entry.student_id, entry.digest, status, scoring.zero(assignment, status, message),
+                         entry.problems + [problem], 0.0, sandbox.isolation)
 
 
 def peak_rss() -> int:

@@ -4,10 +4,18 @@ Started by ``autograder.sandbox`` inside the sandbox (or, where namespaces are n
 available, as a plain child process) with a control socket and the tags the assignment
 forbids. Before it forks anything it removes those capabilities (``guard.remove_capabilities``)
 and keeps the registrations in a local variable of ``main``. For each ``spawn`` message it
-receives a connected socket (SCM_RIGHTS), forks, and the child drops to the submission's
+receives a connected socket (SCM_RIGHTS), makes the worker a fresh folder, forks, and the
+child sends one byte (whose credentials tell the grader its pid), drops to the submission's
 uid, sets its resource limits and its seccomp filter (no threads, no processes, no
 signals) and serves requests on that socket until the grader says ``bye`` or hangs up.
 The zygote itself never runs student code.
+
+Nothing a worker leaves behind runs in the zygote's loop, which only notes exits (``reap``)
+and answers commands, every failure of one answered as an error. When the grader is done
+with a worker it sends ``settle``: the worker is ended, and a short-lived cleaner forked
+for it becomes the worker's uid, kills what that uid left running and empties the folder
+without recursion (``remove_below``), within ``CLEAN_SECONDS``; what it could not remove
+is reported, and the grader then starts a fresh sandbox (a fresh ``/tmp``).
 """
 
 from __future__ import annotations
@@ -17,10 +25,11 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import sys
+import tempfile
+import time
 
 import torch
 
@@ -174,13 +183,13 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monit
     code = 0
     try:
         control.close()
+        # One byte first: the grader reads this process's pid, as its own namespace numbers it, from the
+        # byte's credentials (SO_PASSCRED), and follows the worker's CPU time in /proc from then on.
+        sock.send(b"\0")
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setsid()
-        home = os.path.join(WORK_ROOT, f"w{os.getpid()}")
-        os.makedirs(home, mode=0o700, exist_ok=True)
-        if os.geteuid() == 0:
-            os.chown(home, spec["uid"], spec["uid"])
+        home = spec["home"]
         os.chdir(home)
         os.environ.update(HOME=home, TMPDIR=home, MPLCONFIGDIR=home)
         null = os.open(os.devnull, os.O_RDWR)
@@ -226,61 +235,68 @@ def main(control_fd: int, block=()) -> None:
     guard.record_functorch_entries(monitor.record)
     monitor.__enter__()  # on for good, in every worker forked from here
     guard.take_away_mode_switches()
-    children: dict[int, int] = {}  # pid -> uid
-    ended: dict[int, dict] = {}
+    children: dict[int, dict] = {}  # pid -> its uid and home; once it ended, its exit status and CPU time
     control.sendall(json.dumps({"ready": True, "pid": os.getpid()}).encode() + b"\n")
     buffer = b""
     while True:
         ready, _, _ = select.select([control], [], [], 0.2)
-        reap(children, ended)
+        reap(children)
         if not ready:
             continue
-        message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+        except OSError:
+            break
         if not message:
             break
         buffer += message
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
-            command = json.loads(line)
-            if command["cmd"] == "spawn":
-                command["uid"] = next_uid(command["uid"], children)
-                sock = socket.socket(fileno=fds.pop(0))
-                pid = os.fork()
-                if pid == 0:
-                    become_worker(sock, control, command, monitor)
-                sock.close()
-                children[pid] = command["uid"]
-                reply = {"pid": pid}
-            elif command["cmd"] == "kill":
-                try:
-                    os.kill(command["pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                reply = {"killed": command["pid"]}
-            elif command["cmd"] == "status":
-                for _ in range(50):
-                    reap(children, ended)
-                    if command["pid"] in ended or command["pid"] not in children:
-                        break
-                    select.select([], [], [], 0.02)
-                reply = ended.get(command["pid"], {"running": command["pid"] in children})
-            else:
-                reply = {"error": "unknown command"}
+            try:
+                reply = obey(json.loads(line), fds, control, children, monitor)
+            except Exception as error:  # a command it cannot carry out: said, and the loop goes on
+                reply = {"error": f"{type(error).__name__}: {error}"[:300]}
             control.sendall(json.dumps(reply).encode() + b"\n")
-    for pid in children:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for fd in fds:  # sockets no spawn took
+            os.close(fd)
+    for pid, child in children.items():
+        if "exit" not in child:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def obey(command: dict, fds: list, control: socket.socket, children: dict[int, dict], monitor) -> dict:
+    """Carry out one command of the grader: ``spawn`` a worker, or ``settle`` one the grader is done with."""
+    if command["cmd"] == "spawn":
+        uid = next_uid(int(command["uid"]), children)
+        sock = socket.socket(fileno=fds.pop(0))
+        home = tempfile.mkdtemp(prefix=f"w{uid}-", dir=WORK_ROOT)  # a fresh name: never a folder left behind
+        if os.geteuid() == 0:
+            os.chown(home, uid, os.getegid())  # the worker's, and the zygote's group may look in (``clean``)
+            os.chmod(home, 0o770)
+        pid = os.fork()
+        if pid == 0:
+            become_worker(sock, control, {**command, "uid": uid, "home": home}, monitor)
+        sock.close()
+        children[pid] = {"uid": uid, "home": home}
+        return {"pid": pid}
+    if command["cmd"] == "settle":
+        return settle(int(command["pid"]), command.get("kill") is True, children)
+    return {"error": "unknown command"}
 
 
 UID_RANGE = 4096
 _last_uid = [0]
+EXIT_SECONDS = 2.0  # a worker told to stop (or whose channel closed) ends by then, or is killed
+CLEAN_SECONDS = 5.0  # a folder that takes longer to remove is left to a fresh sandbox (a fresh /tmp)
 
 
-def next_uid(base: int, children: dict[int, int]) -> int:
-    """A uid no live worker has, so that cleaning up after one worker never touches another."""
-    busy = set(children.values())
+def next_uid(base: int, children: dict[int, dict]) -> int:
+    """A uid no worker of the grader's has (alive, or ended and not yet settled): cleaning up after one worker
+    never touches another."""
+    busy = {child["uid"] for child in children.values()}
     for step in range(1, UID_RANGE + 1):
         uid = base + (_last_uid[0] + step) % UID_RANGE
         if uid not in busy:
@@ -289,32 +305,186 @@ def next_uid(base: int, children: dict[int, int]) -> int:
     raise RuntimeError("no free worker uid")
 
 
-def kill_uid(uid: int) -> None:
-    """Kill whatever a finished worker left running (processes it forked), by its uid."""
+def reap(children: dict[int, dict]) -> None:
+    """Note the exit status and CPU time of every worker that ended. Nothing else runs in the zygote's loop:
+    what a worker left behind is dealt with when the grader settles it, in a process of its own."""
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in children:
+            children[pid].update(exit=os.waitstatus_to_exitcode(status), cpu=usage.ru_utime + usage.ru_stime)
+
+
+def wait_child(pid: int, seconds: float) -> dict | None:
+    """How child ``pid`` ended (its exit status and CPU seconds) once it has; None if it still runs after
+    ``seconds``."""
+    try:
+        ended = os.pidfd_open(pid)
+    except OSError:
+        ended = None
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                got, status, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped: how it ended is not known
+                return {"exit": None, "cpu": None}
+            if got:
+                return {"exit": os.waitstatus_to_exitcode(status), "cpu": usage.ru_utime + usage.ru_stime}
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([ended] if ended is not None else [], [], [], left if ended is not None else 0.005)
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
+def settle(pid: int, kill: bool, children: dict[int, dict]) -> dict:
+    """A worker the grader is done with: ended (killed if need be), what it left running killed, its folder
+    removed. Says how it ended, its CPU time and, under "left", what could not be cleaned up (else None)."""
+    child = children.get(pid)
+    if child is None:
+        return {"exit": None, "left": None}
+    killed = False
+    if "exit" not in child:
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+        ended = wait_child(pid, EXIT_SECONDS)
+        if ended is None:
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+            ended = wait_child(pid, EXIT_SECONDS)
+        if ended is None:
+            return {"exit": None, "killed": True, "left": "its worker could not be stopped"}
+        child.update(ended)
+    del children[pid]
+    return {"exit": child["exit"], "cpu": child["cpu"], "killed": kill or killed,
+            "left": clean(child["uid"], child["home"])}
+
+
+def clean(uid: int, home: str) -> str | None:
+    """Remove a finished worker's folder in a short-lived process of the worker's own uid, so that nothing in
+    it (depth, count, permissions, odd file types) can stop the zygote. None when all is gone, else what was
+    left. An empty folder, with nothing of the uid still running, the zygote removes itself: no fork."""
+    try:
+        if not os.listdir(home) and (uid == os.getuid() or not processes_of(uid)):
+            os.rmdir(home)
+            return None
+    except OSError:  # the worker took the zygote's group's access away, or left something: the cleaner's work
+        pass
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = cleaner(uid, home, time.monotonic() + CLEAN_SECONDS)
+        finally:
+            os._exit(code)
+    ended = wait_child(pid, CLEAN_SECONDS + 2)
+    if ended is None:
+        os.kill(pid, signal.SIGKILL)
+        wait_child(pid, EXIT_SECONDS)  # reaped now, or later by reap()
+        return "its folder held more than the grader could remove in time"
+    code = ended["exit"]
+    if code == 0:
+        try:
+            os.rmdir(home)
+            return None
+        except OSError:
+            pass
+    return {2: "its folder held more than the grader could remove in time",
+            4: "it left a process running that could not be stopped"}.get(code,
+                                                                          "it left files the grader could not remove")
+
+
+def cleaner(uid: int, home: str, deadline: float) -> int:
+    """In the cleaner: become the worker's uid, kill what it left running, empty its folder. The exit code
+    says how it went (0 all gone, 2 out of time, 4 a process would not die, 3 anything else)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.geteuid() == 0 and uid != 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)  # the owner of everything below home: it may open, chmod and remove all of it
+        if not kill_uid(deadline):
+            return 4
+    try:
+        remove_below(home, deadline)
+    except TimeoutError:
+        return 2
+    return 0
+
+
+def kill_uid(deadline: float) -> bool:
+    """Kill every process of this process's uid but itself (what a worker left running); False if one still
+    runs at ``deadline``. Run only as a worker's own uid (see ``next_uid``): it can signal no one else."""
+    me, uid = os.getpid(), os.getuid()
+    while True:
+        running = [pid for pid in processes_of(uid) if pid != me]
+        if not running:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The processes whose real uid is ``uid`` and that have not ended (zombies are over)."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status") as status:
-                line = next(l for l in status if l.startswith("Uid:"))
-            if int(line.split()[1]) == uid:
-                os.kill(int(entry), signal.SIGKILL)
-        except (OSError, StopIteration, ValueError):
+                fields = dict(line.split(":", 1) for line in status if line.startswith(("State:", "Uid:")))
+            if int(fields["Uid"].split()[0]) == uid and fields["State"].split()[0] not in ("Z", "X"):
+                found.append(int(entry))
+        except (OSError, ValueError, KeyError, IndexError):
             continue
+    return found
 
 
-def reap(children: dict[int, int], ended: dict[int, dict]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        uid = children.pop(pid, None)
-        ended[pid] = {"exit": os.waitstatus_to_exitcode(status)}
-        if uid is not None and uid != os.getuid():
-            kill_uid(uid)
-        shutil.rmtree(os.path.join(WORK_ROOT, f"w{pid}"), ignore_errors=True)
-
-
+def remove_below(home: str, deadline: float) -> None:
+    """Remove everything inside ``home``, without recursion: one directory open at a time (relative to the
+    one above), the names leading down to it kept in a list. Symbolic links and FIFOs are unlinked, never
+    followed or opened; a directory is made readable and writable by its owner before it is opened."""
+    os.chmod(home, 0o700)
+    below: list[str] = []  # names from home down to the open directory
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            down = None
+            with os.scandir(fd) as entries:
+                for count, entry in enumerate(entries):
+                    if count % 4096 == 4095 and time.monotonic() > deadline:
+                        raise TimeoutError
+                    if entry.is_dir(follow_symlinks=False):
+                        down = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if down is not None:
+                os.chmod(down, 0o700, dir_fd=fd)
+                inner = os.open(down, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+                below.append(down)
+            elif below:
+                outer = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = outer
+                os.rmdir(below.pop(), dir_fd=fd)
+            else:
+                return
+    finally:
+        os.close(fd)
