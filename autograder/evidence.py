@@ -60,6 +60,11 @@ def applies(finding, forbidden) -> bool:
     return bool(forbidden) and rule is not None and (rule == "any" or rule in forbidden)
 
 
+def may_hold(finding) -> bool:
+    """Can ``finding`` hold a part under some rule? (Only then does the worker record the lines calls run.)"""
+    return finding.kind == "tampering" and finding.group in HELD
+
+
 def ran_line(finding, ran: list[Span]) -> bool:
     """Did the graded calls run the line ``finding`` is on? (Code compiled at run time has no cell: yes.)"""
     if finding.cell is None:

@@ -36,10 +36,15 @@ class Graded:
     crashes: list[str] = field(default_factory=list)  # what ended a worker, per task
 
 
-def exec_request(cells: list, upto: int | None = None, skip=()) -> dict:
-    """The request that runs a submission's cells (``load.Cell``s) in order in an executor."""
+def exec_request(cells: list, upto: int | None = None, skip=(), record_code: bool = False) -> dict:
+    """The request that runs a submission's cells (``load.Cell``s) in order in an executor.
+
+    ``record_code``: have the worker note which notebook lines each graded call runs (a profile
+    function, which slows the calls down): needed only when the scan found a construct that
+    ``evidence`` ties to the tasks whose calls ran it.
+    """
     return {"op": "exec", "cells": [{"label": cell.label, "source": cell.source} for cell in cells], "upto": upto,
-            "skip": list(skip)}
+            "skip": list(skip), "record_code": bool(record_code)}
 
 
 MAX_SKIPPED_CELLS = 3  # cells that end the worker, found and left out before grading gives up on the cells
@@ -55,8 +60,9 @@ class Session:
     submission again in a fresh one.
     """
 
-    def __init__(self, sandbox, slot: int, cells: list, limits):
+    def __init__(self, sandbox, slot: int, cells: list, limits, record_code: bool = False):
         self.sandbox, self.slot, self.cells, self.limits = sandbox, slot, cells, limits
+        self.record_code = record_code
         self.cpu_spent = 0.0  # CPU seconds of this submission's workers that have ended
         self.waited = 0.0  # wall seconds spent waiting for its workers' answers
         self.worker = None
@@ -75,7 +81,7 @@ class Session:
             while True:
                 self.spawn()
                 try:
-                    answer = self.carry(exec_request(self.cells, skip=self.skipped))
+                    answer = self.carry(exec_request(self.cells, skip=self.skipped, record_code=self.record_code))
                     break
                 except WorkerLost as error:
                     if len(self.skipped) >= MAX_SKIPPED_CELLS or not self.find_fatal_cell(error):
@@ -104,7 +110,7 @@ class Session:
             self.budget()  # out of time: give up the search, not blame a cell
             self.spawn()
             try:
-                self.carry(exec_request(self.cells, upto=middle, skip=self.skipped))
+                self.carry(exec_request(self.cells, upto=middle, skip=self.skipped, record_code=self.record_code))
                 low = middle
             except WorkerLost:
                 high = middle
@@ -214,9 +220,9 @@ class Session:
         return self.output_total
 
 
-def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits) -> Graded:
+def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits, record_code: bool = False) -> Graded:
     start = time.monotonic()
-    session = Session(sandbox, slot, cells, limits)
+    session = Session(sandbox, slot, cells, limits, record_code)
     try:
         try:
             session.start()
@@ -241,7 +247,8 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     (``scoring``). Held: the parts ``evidence`` names, each with its reasons. Reported: the
     other findings, for the instructor only (``extra_data.instructor_notes``).
     """
-    graded = grade_submission(assignment, entry.cells, sandbox, slot, limits)
+    graded = grade_submission(assignment, entry.cells, sandbox, slot, limits,
+                              record_code=any(evidence.may_hold(finding) for finding in entry.findings))
     graded.events += [o.status for part in graded.parts for o in part.outcomes if o.status == "memory_limit"]
     problems = entry.problems + graded.cell_errors + graded.refusals
     problems += [f"a worker ended {what}" + ("" if what.startswith("while") else

@@ -144,14 +144,8 @@ MODE_SWITCHES = ("_DisableTorchDispatch", "ExcludeDispatchKeyGuard", "_ExcludeDi
 
 def take_away_mode_switches() -> None:
     """Replace every mode switch, wherever a module holds it, by a function that refuses."""
-    originals = {id(getattr(torch._C, name)): name for name in MODE_SWITCHES if hasattr(torch._C, name)}
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict:
-            continue
-        for key, value in list(namespace.items()):
-            if id(value) in originals:
-                namespace[key] = _switch_refusal(originals[id(value)])
+    switches = [getattr(torch._C, name) for name in MODE_SWITCHES if hasattr(torch._C, name)]
+    _replace_everywhere(switches, lambda switch: _switch_refusal(switch.__name__))
 
 
 # functorch's entry points into its own autograd: every grad, vjp, jacrev, jvp or jacfwd transform enters one.
@@ -163,14 +157,23 @@ def record_functorch_entries(record) -> None:
     """Make every holder of functorch's entry points call ``record("autograd")`` first (in the zygote)."""
     from torch._C import _functorch
 
-    originals = {id(getattr(_functorch, name)): getattr(_functorch, name) for name in FUNCTORCH_ENTRIES}
+    _replace_everywhere([getattr(_functorch, name) for name in FUNCTORCH_ENTRIES],
+                        lambda entry: _entry_recording(record, entry))
+
+
+def _replace_everywhere(originals: list, replacement) -> None:
+    """Put ``replacement(original)`` in place of each original in every module namespace that holds it."""
+    by_id = {id(original): original for original in originals}
+    made = {}
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is not dict:
             continue
         for key, value in list(namespace.items()):
-            if id(value) in originals:
-                namespace[key] = _entry_recording(record, originals[id(value)])
+            if id(value) in by_id:
+                if id(value) not in made:
+                    made[id(value)] = replacement(value)
+                namespace[key] = made[id(value)]
 
 
 def _entry_recording(record, original):
@@ -480,13 +483,16 @@ def _own_handler(types, name: str) -> bool:
 
 def _carries_grad(args, kwargs) -> bool:
     """True when some tensor argument requires grad (with grad mode on, the operator records a graph;
-    with it off, the tensor comes from a graph recorded earlier)."""
-    for value in list(args) + list(dict.values(kwargs or {})):
-        if isinstance(value, _TensorBase) and _requires_grad(value):
-            return True
-        if type(value) in (list, tuple):
-            if any(isinstance(v, _TensorBase) and _requires_grad(v) for v in value):
-                return True
+    with it off, the tensor comes from a graph recorded earlier). On every operator: kept lean."""
+    for values in (args, dict.values(kwargs) if kwargs else ()):
+        for value in values:
+            if isinstance(value, _TensorBase):
+                if _requires_grad(value):
+                    return True
+            elif type(value) in (list, tuple):
+                for item in value:
+                    if isinstance(item, _TensorBase) and _requires_grad(item):
+                        return True
     return False
 
 

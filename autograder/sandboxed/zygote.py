@@ -110,6 +110,7 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
         wire.encode_trailer
     executor = Executor()
     drain = permit = None
+    recording = False  # whether graded calls run under the code recorder (the grader asks with the cells)
     unchanged = monitor.seal()  # before any student code: the monitor as the zygote made it
     profile, ran = guard.code_recorder()
     setprofile = sys.setprofile
@@ -139,6 +140,7 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
             if request.get("op") == "bye":
                 return
             if request.get("op") == "exec" and drain is None:
+                recording = request.get("record_code") is True
                 compiled = executor.compile_cells(request["cells"])
                 drain, permit = guard.audit_hook(home, os.getpid())
                 sys.getprofile = lambda: None  # the code recorder stays out of student code's reach
@@ -147,12 +149,14 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
                 monitor.drain()  # what the cells used is theirs: only the grader's calls are judged
             elif drain is None:
                 answer = {"error": {"type": "BadRequest", "message": "cells must run first"}}
-            else:
+            elif recording:
                 permit(setprofile, profile)
                 try:
                     answer = executor.handle(request)
                 finally:
                     permit(setprofile, None)
+            else:
+                answer = executor.handle(request)
         except BaseException as error:  # a request the worker cannot read, or student code escaping handle
             answer = {"error": describe_error(error)}
         try:
