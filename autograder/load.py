@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -205,6 +206,10 @@ def format_problems(data: dict) -> list[tuple[int | None, str]]:
 
     A missing cell id is no problem (Jupyter adds one when it opens the notebook); outputs are gone already.
     """
+    if "jsonschema" not in sys.modules:
+        # jsonschema loads every optional format checker it finds; one (rfc3987_syntax, an IRI grammar)
+        # takes over a second to import, and a notebook's schema has no IRI to check.
+        sys.modules.setdefault("rfc3987_syntax", None)
     import nbformat.validator  # imported here: only grading processes that read notebooks pay for it
 
     found: dict[int | None, str] = {}
