@@ -27,7 +27,3 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9]+)_(?:LATE_)?[0-9]+_[0-9]+_(?P<file_id>[^/]+?)(?:-[0-9]+)?\.ipynb$"
 )
-
-# `nbgrader export` writes nbgrader's columns plus `needs_manual_grade`, naming each grade cell that waits for a
-# score typed by hand: a task the autograder held for review, or a written answer (autograder/gradebook.py).
-c.ExportApp.plugin_class = "autograder.gradebook.CsvExport"

@@ -107,7 +107,7 @@ from autograder.sandboxed import wire
 
 
 class NoSandbox:
-    def command(self, request):  # a Worker asks its sandbox to kill a worker it gives up on, or how one ended
+    def settle(self, pid, kill=False):  # a Worker asks its sandbox to end a worker it gives up on, or how one ended
         return {}
 
 
@@ -122,7 +122,7 @@ def ask(sock):
         clear.write("5")  # the peak starts again from the present size
     before = memory_mb("VmRSS")
     try:
-        answer = Worker(NoSandbox(), sock, 0).request({"op": "call", "target": "f"}, timeout=60)
+        answer = Worker(NoSandbox(), sock, 0, None).request({"op": "call", "target": "f"}, 60, 60)
         status = "read"
     except WorkerLost as lost:
         status = lost.status
