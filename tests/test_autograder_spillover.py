@@ -81,7 +81,7 @@ for folder in range(50):
     "nests-deeper-than-can-be-removed-in-time": """
 import time
 start = time.process_time()
-while time.process_time() - start < 1.5:
+while time.process_time() - start < 3.0:
     for _ in range(1000):
         os.mkdir('d')
         os.chdir('d')
