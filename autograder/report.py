@@ -27,7 +27,7 @@ STATUS_TEXT = {
     "ok": "graded",
     "cell_errors": "graded; some cells raised errors",
     "invalid": "not gradable: the file could not be read as a notebook",
-    "tampering": "0 points: the code reaches for the grader's or PyTorch's internals",
+    "tampering": "0 points: the code reaches for the grader's or PyTorch's internals",  # results before evidence.py
     "review": "held for review: the points of a held task wait for your instructor (see the notes)",
     "forbidden": "graded; a task used a PyTorch built-in or autograd that it forbids, and got 0 (see the task)",
     "protocol_violation": "graded; the worker's channel carried something that was not its answer",
