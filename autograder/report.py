@@ -85,18 +85,12 @@ def is_current(results: Path, student_id: str, digest: str, assignment: str) -> 
     return extra.get("digest") == digest and extra.get("grader_version") == grader_version(assignment)
 
 
-def overall_status(readable: bool, tampering: list, events: list, cell_errors: list, output_chars: int,
-                   output_limit: int) -> str:
+def overall_status(events: list, cell_errors: list) -> str:
+    """The most severe of what happened to a graded submission (``events``, cell errors), or ``ok``."""
     found = {"ok"}
-    if not readable:
-        found.add("invalid")
-    if tampering:
-        found.add("tampering")
     found.update(event for event in events if event in SEVERITY)
     if cell_errors:
         found.add("cell_errors")
-    if output_chars > output_limit:
-        found.add("output_limit")
     return min(found, key=SEVERITY.index)
 
 

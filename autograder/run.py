@@ -237,9 +237,6 @@ def grade_submission(assignment: str, cells: list, sandbox, slot: int, limits, r
 
 # --- one verdict ------------------------------------------------------------------------
 
-REVIEW = wire.REVIEW
-
-
 def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
     """The result of one readable submission.
 
@@ -258,12 +255,12 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
                ] if graded.output_chars > wire.OUTPUT_LIMIT else []  # bounded memory, nobody's loss: only reported
     problems += [f"limit hit: {report.STATUS_TEXT.get(event, event)}" for event in dict.fromkeys(graded.events)
                  if event not in ("sandbox_violation", "protocol_violation")]
-    problems += [f"caught by the sandbox: the code {what.removeprefix(REVIEW)}" for what in graded.attempts]
+    problems += [f"caught by the sandbox: the code {what}" for what in graded.attempts]
     if graded.attempts:
         graded.events.append("sandbox_violation")
     if any(part.forbidden_used for part in graded.parts):
         graded.events.append("forbidden")
-    status = report.overall_status(True, [], graded.events, graded.cell_errors, 0, wire.OUTPUT_LIMIT)
+    status = report.overall_status(graded.events, graded.cell_errors)
     findings = entry.findings + graded.findings
     rules = {part.name: part.forbidden for part in scoring.collect(assignment)}
     held = []

@@ -45,8 +45,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autograder.sandboxed import wire
-
 FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
 NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 # PyTorch's own Python implementations of operators: references, decompositions, primitives, meta
@@ -228,9 +226,8 @@ def audit_hook(home: str, me: int):
     sources: list[str] = []
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
 
-    def note(what: str, review: bool = True) -> None:
-        """Record an attempt; one marked for review holds the submission for the instructor."""
-        what = wire.REVIEW + what if review else what
+    def note(what: str) -> None:
+        """Record what the sandbox refused or stopped: reported with the submission, never held on."""
         if len(attempts) < 20 and what not in attempts:
             attempts.append(what)
 
@@ -261,7 +258,7 @@ def audit_hook(home: str, me: int):
             note("unmarshals code")
             raise Refused("the grader's sandbox refuses this: the code unmarshals code")
         if event == "autograder.switch":
-            note(f"tries to switch off the grader's monitor (torch._C.{str(args[0])[:60] if args else ''})", review=False)
+            note(f"tries to switch off the grader's monitor (torch._C.{str(args[0])[:60] if args else ''})")
             return
         if event == "sys._getframe" and frames_stay_inside(caller()):
             return
@@ -294,15 +291,15 @@ def audit_hook(home: str, me: int):
             path = args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace") \
                 if type(args[0]) is bytes else ""
             if path and not os.path.abspath(path).startswith(home + os.sep):
-                note(f"writes outside its folder ({path[:80]})", review=False)
+                note(f"writes outside its folder ({path[:80]})")
         elif event in ("socket.connect", "socket.bind", "socket.sendto"):
-            note("opens a network connection", review=False)
+            note("opens a network connection")
         elif event in ("os.kill", "os.killpg") and args and args[0] not in (me, 0):
-            note("sends a signal to another process", review=False)
+            note("sends a signal to another process")
         elif event in ("os.fork", "os.forkpty"):
-            note("forks its own process", review=False)
+            note("forks its own process")
         elif event in ("os.system", "os.exec"):  # libraries may try subprocess quietly (matplotlib's fc-list)
-            note("starts a process", review=False)
+            note("starts a process")
 
     def drain() -> tuple[list[str], list[str]]:
         found, compiled = list(attempts), list(sources)

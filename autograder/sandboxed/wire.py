@@ -293,7 +293,6 @@ def tensor_info(t: torch.Tensor) -> TensorInfo:
 NUMBER_BYTES = 8
 MAX_TRAILER_ITEMS = 100
 MAX_RAN_ITEMS = 4096  # code objects of the notebook one request ran ("cell:first:last")
-REVIEW = "review: "  # marks an attempt that holds a submission for review (the others the sandbox stops)
 
 
 def numbered(number: int, payload: bytes) -> bytes:
