@@ -62,14 +62,21 @@ def grader_version(assignment: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Replace ``path`` by a file holding ``text``, whole or not at all.
+
+    ``durable=False`` skips the flush to disk (a few milliseconds each): for a submission's result and
+    feedback, which ``is_current`` finds unreadable after a power cut, so that the submission is graded
+    again; nothing but the grading time is lost.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -209,10 +216,12 @@ def feedback(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save(results: Path, data: dict) -> None:
+def save(results: Path, data: dict, durable: bool = False) -> None:
+    """Write a submission's result and feedback. Grading saves them without flushing to disk (a result
+    lost in a power cut is graded again); an instructor's release, which nothing would redo, flushes."""
     student_id = data["extra_data"]["student_id"]
-    write_atomic(results / "feedback" / f"{student_id}.md", feedback(data))
-    write_atomic(results / f"{student_id}.json", json.dumps(data, indent=1))
+    write_atomic(results / "feedback" / f"{student_id}.md", feedback(data), durable)
+    write_atomic(results / f"{student_id}.json", json.dumps(data, indent=1), durable)
 
 
 def grades_csv(results: Path) -> list[dict]:
@@ -295,5 +304,5 @@ def release(results: Path, student_id: str) -> dict:
         extra["status"] = after if after in STATUS_TEXT and after != "review" else "ok"
     extra["problems"] = extra["problems"] + ["released by the instructor after review"]
     data["output"] = summary(student_id, data["score"], extra["max_score"], extra["status"], parts, extra["problems"])
-    save(results, data)
+    save(results, data, durable=True)
     return data

@@ -130,7 +130,8 @@ class Executor:
         return wire.encode(value, on_object=self.handle_of)
 
     def decode(self, payload: bytes):
-        return wire.decode(payload, resolve=self.resolve)
+        """A request from the grader (``Executor`` serves no one else)."""
+        return wire.decode(payload, resolve=self.resolve, from_grader=True)
 
     # --- requests -----------------------------------------------------------------------
     def handle(self, request: dict) -> dict:

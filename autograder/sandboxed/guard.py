@@ -441,20 +441,21 @@ class Monitor:
         off. Made in the zygote, before any student code; called by the worker's loop after each
         request.
         """
-        namespace = globals()
+        classes = (Monitor, type(self.functions), type(self.operators))
+        functions = [value for cls in classes for value in vars(cls).values() if hasattr(value, "__code__")]
+        cells = [cell for function in functions for cell in function.__closure__ or ()]
+        spaces = [globals()] + [vars(cls) for cls in classes]
+        # Identities read by ``map(identity, ...)`` in C: a request's check costs microseconds. The built-ins
+        # are this closure's own, so a patched ``builtins.id`` or ``map`` changes nothing here.
+        identity, each, together, copy = id, map, tuple, dict
 
-        def fingerprint() -> list:
-            items = [("module", key, id(value)) for key, value in namespace.items()]
-            items += [("monitor", key, id(value)) for key, value in vars(self).items() if key != "used"]
-            for cls in (Monitor, type(self.functions), type(self.operators)):
-                for key, value in vars(cls).items():
-                    items.append((cls.__name__, key, id(value)))
-                    code = getattr(value, "__code__", None)
-                    if code is not None:
-                        items.append((cls.__name__, key, id(code)))
-                        cells = getattr(value, "__closure__", None) or ()
-                        items += [(cls.__name__, key, id(cell.cell_contents)) for cell in cells]
-            return items
+        def fingerprint() -> tuple:
+            mine = copy(vars(self))
+            mine.pop("used", None)  # a fresh set every request
+            return (together(together(each(identity, space)) + together(each(identity, space.values()))
+                             for space in spaces + [mine]),
+                    together(each(identity, (function.__code__ for function in functions))),
+                    together(each(identity, (cell.cell_contents for cell in cells))))
 
         sealed = fingerprint()
         return lambda: fingerprint() == sealed
