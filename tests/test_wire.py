@@ -38,6 +38,37 @@ def test_a_round_trip_gives_fresh_equal_tensors_and_plain_values():
     assert back["items"] == [1, 2.5, None, "s", (True,)]
 
 
+def _views():
+    """Tensors as graded functions return them: views, broadcasts, leaves with gradients, every wire dtype."""
+    base = torch.linspace(-3, 3, 24, dtype=torch.float64).reshape(4, 6)
+    leaf = base.clone().requires_grad_()
+    leaf.grad = torch.ones_like(leaf)
+    views = {"transposed": base.t(), "strided": base[:, ::2], "broadcast": base[0].expand(3, 6),
+             "scalar": base[1, 2], "empty": base[:0], "parameter": torch.nn.Parameter(base.float()),
+             "graph output": leaf * 2, "leaf with grad": leaf, "negated view": torch.randn(3).neg()}
+    views.update({name: base.to(dtype) for name, dtype in wire.DTYPES.items()})
+    return views
+
+
+@pytest.mark.parametrize("name, tensor", list(_views().items()), ids=list(_views()))
+def test_a_tensor_round_trips_with_its_values_shape_dtype_and_flags(name, tensor):
+    back = wire.decode(wire.encode({"value": tensor}))["value"]
+    assert back.dtype == tensor.dtype and back.shape == tensor.shape
+    assert torch.equal(back, tensor.detach()) and back.is_contiguous()
+    info = wire.tensor_info(back)
+    assert info.requires_grad == tensor.requires_grad
+    assert info.has_grad == (tensor.is_leaf and tensor.grad is not None)
+    assert info.is_parameter == isinstance(tensor, torch.nn.Parameter)
+
+
+def test_a_request_decodes_the_same_in_the_workers_single_walk():
+    request = {"op": "call", "args": [*_views().values(), 1e-5], "kwargs": {"dims": (1, 2)}}
+    frame = wire.encode(request)
+    once, checked = wire.decode(frame, from_grader=True), wire.decode(frame)
+    assert once["kwargs"] == checked["kwargs"] and once["args"][-1] == checked["args"][-1]
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(once["args"][:-1], checked["args"][:-1]))
+
+
 def test_a_frame_length_over_the_limit_is_refused_before_its_bytes_are_read():
     asked = []
 
