@@ -293,6 +293,7 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     gradable = [e for e in entries if e.readable]
     if not gradable:
         return isolation
+    warm_up(assignment)
     context = multiprocessing.get_context("fork")
     inbox, outbox = context.Queue(), context.Queue()
     for entry in gradable:
@@ -322,6 +323,17 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
             if process.is_alive():
                 process.kill()
     return used
+
+
+def warm_up(assignment: str) -> None:
+    """What every grading process would otherwise do on its first submission, done once before they are
+    forked so that they share it: collect the suite (its examples drawn), and PyTorch's lazy imports on the
+    first gradient (``torch.autograd.grad`` imports the symbolic-shapes machinery, half a second)."""
+    import torch
+
+    scoring.collect(assignment)
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))
 
 
 def grading_process(slot, assignment, inbox, outbox, results, limits, isolation) -> None:
