@@ -4,6 +4,7 @@ The stages, in the order data flows (one module each):
 
     load.py      read a submission: notebook -> the code cells to run, scanned (scan.py)  (trusted)
     sandbox.py   start the sandbox; carry requests to one confined worker per submission   (trusted)
+                 (its zygote started by launch.py, standard library only, before PyTorch is imported)
     run.py       run the hidden suite against the worker, decide each verdict              (trusted)
     report.py    results JSON (Gradescope schema), grades.csv, feedback                    (trusted)
 

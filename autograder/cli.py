@@ -21,8 +21,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autograder import gradescope, lms, load, report, run, scoring
-from autograder.sandbox import Limits
+from autograder import launch, lms, load, report
+from autograder.launch import Limits
+
+# run, scoring and gradescope import PyTorch (seconds): the commands import them once they have started
+# what they can (``grade`` its zygotes, which then warm up meanwhile).
 
 
 class Usage(Exception):
@@ -78,8 +81,12 @@ def parse(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse(argv)
     try:
+        if args.command == "grade":
+            return grade(args)
         if args.command == "export":
             return export(args)
+        from autograder import gradescope
+
         known(args.assignment)
         if args.command == "release":
             return release(args)
@@ -90,13 +97,14 @@ def main(argv=None) -> int:
             return 0
         if args.command == "gradescope-run":
             return gradescope.run_in_container(args.assignment, args.root)
-        return grade(args)
     except Usage as problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
 
 
 def known(assignment: str) -> None:
+    from autograder import scoring
+
     if assignment not in scoring.assignments():
         raise Usage(f"unknown assignment {assignment!r}; known: {', '.join(scoring.assignments())}")
 
@@ -107,6 +115,31 @@ def grade(args) -> int:
         raise Usage(f"no such file or folder: {', '.join(missing)}")
     if args.jobs < 1:
         raise Usage("--jobs must be at least 1")
+    start = time.monotonic()
+    early = start_zygotes(args.jobs, args.isolation)  # they warm up while this process imports and reads
+    try:
+        return grade_with(args, early, start)
+    finally:
+        for zygote in early:
+            zygote.abandon()
+
+
+def start_zygotes(jobs: int, isolation: str) -> list:
+    """A zygote per grading process, started now; none when they cannot be (the grading processes then start
+    their own, and say why if that fails too)."""
+    started = []
+    try:
+        for _ in range(jobs):
+            started.append(launch.launch(isolation))
+    except OSError:
+        pass
+    return started
+
+
+def grade_with(args, early: list, start: float) -> int:
+    from autograder import run
+
+    known(args.assignment)
     gradebook = None
     if args.gradebook:
         from autograder import gradebook as gradebook_module
@@ -115,7 +148,6 @@ def grade(args) -> int:
     results = args.results or Path("results") / args.assignment
     results.mkdir(parents=True, exist_ok=True)
     limits = Limits(submission_seconds=args.timeout, memory_bytes=args.memory_mb * 2**20)
-    start = time.monotonic()
 
     passed_over: list[str] = []
     found = load.find(args.assignment, args.paths, passed_over)
@@ -128,7 +160,8 @@ def grade(args) -> int:
     skipped = len(entries) - len(todo)
     progress = Progress(len(todo), quiet=args.quiet)
     try:
-        isolation = run.grade_all(args.assignment, todo, results, limits, args.jobs, args.isolation, progress.advance)
+        isolation = run.grade_all(args.assignment, todo, results, limits, args.jobs, args.isolation, progress.advance,
+                                  launched=early)
     except RuntimeError as error:
         raise Usage(str(error)) from None
     progress.close()
@@ -191,6 +224,8 @@ def feedback_again(assignment: str, stale: list[str]) -> None:
 
 def export(args) -> int:
     """Write the grades of the named assignments (or of every one with results) as a gradebook CSV."""
+    from autograder import scoring
+
     for assignment in args.assignments:
         known(assignment)
     if not args.results.is_dir() and not args.gradebook:

@@ -283,8 +283,12 @@ def grade_one(assignment, entry, sandbox, slot, limits) -> dict:
 
 # --- a class ----------------------------------------------------------------------------
 
-def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lambda: None) -> str:
-    """Grade every entry and save its result; returns the isolation used."""
+def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lambda: None, launched=()) -> str:
+    """Grade every entry and save its result; returns the isolation used.
+
+    ``launched``: zygotes started before PyTorch was imported (``launch.launch``), one per grading process; a
+    grading process without one starts its own. The caller ends them all once this returns.
+    """
     for entry in [e for e in entries if not e.readable]:
         parts = scoring.zero(assignment, "invalid", "not graded: the notebook could not be read")
         report.save(results, report.result(assignment, entry.student_id, entry.digest, "invalid", parts,
@@ -301,10 +305,16 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     jobs = min(jobs, len(gradable))
     for _ in range(jobs):
         inbox.put(None)
+    launched = list(launched)
+    for extra in launched[jobs:]:
+        extra.abandon()
     processes = [context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
-                                                               isolation), daemon=True) for slot in range(jobs)]
+                                                               isolation, launched), daemon=True)
+                 for slot in range(jobs)]
     for process in processes:
         process.start()
+    for zygote in launched:  # each grading process holds its own end now
+        zygote.control.close()
     done, used = 0, isolation
     try:
         while done < len(gradable):
@@ -336,14 +346,19 @@ def warm_up(assignment: str) -> None:
     torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))
 
 
-def grading_process(slot, assignment, inbox, outbox, results, limits, isolation) -> None:
-    """One trusted grading process: a sandbox of its own, submissions from the inbox."""
+def grading_process(slot, assignment, inbox, outbox, results, limits, isolation, launched=()) -> None:
+    """One trusted grading process: a sandbox of its own (the zygote ``launched[slot]`` when there is one),
+    submissions from the inbox."""
     import torch
 
     torch.set_num_threads(1)  # one grading process per core: threads would only contend
+    for other, zygote in enumerate(launched):
+        if other != slot:
+            zygote.control.close()  # another process's channel: its zygote must see it end when that one does
     block = tuple(scoring.blocked(assignment))
     try:
-        sandbox = Sandbox(limits=limits, isolation=isolation, block=block).start()
+        sandbox = Sandbox(limits=limits, isolation=isolation, block=block).start(
+            launched[slot] if slot < len(launched) else None)
     except Exception as error:
         outbox.put(("fatal", f"the sandbox could not start: {error}"))
         return

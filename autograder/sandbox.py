@@ -29,109 +29,24 @@ import json
 import os
 import secrets
 import select
-import shutil
 import socket
 import struct
 import subprocess
-import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.checks import WorkerLost
-from autograder.sandboxed import seccomp, wire
+from autograder.launch import (BOOT, PACKAGE, WORKER_ENV, Launched, Limits, bwrap_available,  # noqa: F401
+                               bwrap_command, launch, python_roots)
+from autograder.sandboxed import wire
 
-PACKAGE = Path(__file__).resolve().parent
 UID_BASE = 61000  # workers run as uids from here on, one per live worker
-
-
-@dataclass
-class Limits:
-    cpu_seconds: int = 60  # CPU time per worker (RLIMIT_CPU: the kernel's own bound)
-    memory_bytes: int = 2 * 2**30  # address space beyond the zygote's own
-    processes: int = 64  # threads count too
-    file_bytes: int = 16 * 2**20  # largest file a worker may write
-    request_seconds: float = 10.0  # the worker's CPU time in one request
-    submission_seconds: float = 120.0  # the workers' CPU time over one submission, all requests
-    wall_factor: float = 5.0  # the wall-clock backstop, in CPU budgets: for code that barely gets a CPU
-
-    def for_worker(self) -> dict:
-        return {"cpu_seconds": self.cpu_seconds, "memory_bytes": self.memory_bytes,
-                "processes": self.processes, "file_bytes": self.file_bytes}
 
 
 class SandboxBroken(RuntimeError):
     """The zygote's control channel failed: an end of file, a reset, a broken pipe, no answer in time, an answer
     that is not one, a dead zygote. The sandbox is of no more use; the grader starts another."""
-
-
-def bwrap_available() -> bool:
-    """True when bubblewrap can create the namespaces here (it can't in some containers)."""
-    if shutil.which("bwrap") is None:
-        return False
-    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "true"],
-                           capture_output=True, timeout=20)
-    return probe.returncode == 0
-
-
-def python_roots() -> list[Path]:
-    """Directories the worker's Python needs: the interpreter, stdlib and site-packages."""
-    candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
-                  Path(os.path.realpath(sys.executable)).parent}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        candidates.add(Path(sysconfig.get_paths()[key]))
-    for entry in sys.path:
-        path = Path(entry or ".").resolve()
-        if path.is_dir() and (path.name == "site-packages" or "python3" in path.name):
-            candidates.add(path)
-    roots = []
-    for path in sorted(candidates, key=lambda p: len(p.parts)):
-        if path.exists() and not any(path.is_relative_to(root) for root in roots):
-            roots.append(path)
-    return [root for root in roots if not PACKAGE.is_relative_to(root) and root != Path("/")]
-
-
-def bwrap_command(python: str, seccomp_fd: int | None = None) -> list[str]:
-    command = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-               "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-               "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
-    created: set[Path] = set()
-
-    def parents(path: Path) -> list[str]:
-        args = []
-        for parent in reversed(path.parents):
-            if parent != Path("/") and parent not in created:
-                created.add(parent)
-                args += ["--perms", "0755", "--dir", str(parent)]
-        return args
-
-    # /tmp first: a bind below it (a course or a venv under /tmp) must land on top of the tmpfs, not under it.
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--size", str(256 * 2**20), "--tmpfs", "/tmp"]
-    for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives"):
-        if os.path.exists(system):
-            command += ["--ro-bind", system, system]
-    for root in python_roots():
-        command += parents(root) + ["--ro-bind", str(root), str(root)]
-    # Only sandboxed/ is bound: inside, ``autograder`` is a namespace package holding nothing else.
-    inside = Path("/opt/autograder")
-    command += ["--perms", "0755", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
-                "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
-                "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
-    command += [arg for name, value in WORKER_ENV.items() for arg in ("--setenv", name, value)]
-    if seccomp_fd is not None:
-        command += ["--seccomp", str(seccomp_fd)]
-    command += ["--chdir", "/tmp", "--", python, "-I", "-S", "-c", BOOT]
-    return command
-
-
-# A worker may start no thread (its seccomp filter): numpy's OpenBLAS would try to after the fork, and hang.
-WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-# -I ignores PYTHON* variables and user site; -S skips site, so add site-packages by hand.
-BOOT = ("import sys, site; sys.path[:0] = ['/opt/autograder']; "
-        "[site.addsitedir(p) for p in {paths!r}]; "
-        "from autograder.sandboxed import zygote; zygote.main({fd}, {block!r})")
 
 
 @dataclass
@@ -148,34 +63,18 @@ class Sandbox:
     leftovers: list[str] = field(default_factory=list)  # what settled workers left that could not be removed
     dirty: bool = False  # something was left: the next submission gets a fresh sandbox (a fresh /tmp)
 
-    def start(self) -> "Sandbox":
-        if self.isolation == "auto":
-            self.isolation = "namespaces" if bwrap_available() else "process"
-        ours, theirs = socket.socketpair()
-        python = os.path.realpath(sys.executable)
-        site_dirs = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-        boot = BOOT.replace("{paths!r}", repr(site_dirs)).replace("{fd}", str(theirs.fileno()))
-        boot = boot.replace("{block!r}", repr(sorted(self.block)))
-        passed = [theirs.fileno()]
-        program = None
-        if self.isolation == "namespaces":
-            if seccomp.supported():
-                program = seccomp_file(seccomp.sandbox_filter())
-                passed.append(program.fileno())
-            command = bwrap_command(python, program.fileno() if program else None)
-            command[-1] = boot
-        else:
-            command = [python, "-I", "-S", "-c", boot.replace("/opt/autograder", str(PACKAGE.parent))]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, pass_fds=tuple(passed),
-                                        start_new_session=True, env={**os.environ, **WORKER_ENV})
-        theirs.close()
-        if program is not None:
-            program.close()
-        self.control = ours
+    def start(self, launched: Launched | None = None) -> "Sandbox":
+        """Take a zygote started earlier (``launch.launch``), or start one now; tell it what the assignment
+        forbids; wait until it is ready to fork workers."""
         try:
+            launched = launched or launch(self.isolation)
+        except OSError as error:
+            raise RuntimeError(f"the sandbox did not start: {error}") from None
+        self.process, self.control, self.isolation = launched.process, launched.control, launched.isolation
+        try:
+            self.control.sendall(json.dumps({"block": sorted(self.block)}).encode() + b"\n")
             ready = self.receive(timeout=120)
-        except SandboxBroken as error:
+        except (SandboxBroken, OSError) as error:
             self.stop()
             raise RuntimeError(f"the sandbox did not start: {error}") from None
         if not ready.get("ready"):
@@ -301,17 +200,6 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 pass
             self.process = None
-
-
-def seccomp_file(program: bytes):
-    """An unlinked temporary file holding ``program``, for bubblewrap's ``--seccomp FD``."""
-    import tempfile
-
-    handle = tempfile.TemporaryFile()
-    handle.write(program)
-    handle.flush()
-    handle.seek(0)
-    return handle
 
 
 @dataclass

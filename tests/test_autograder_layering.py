@@ -24,7 +24,8 @@ ALLOWED = {
     "autograder.load": {"autograder.scan"},
     "autograder.scan": set(),
     "autograder.scoring": {"autograder.checks"},
-    "autograder.sandbox": {"autograder.checks", "autograder.sandboxed.seccomp"},
+    "autograder.launch": {"autograder.sandboxed.seccomp"},
+    "autograder.sandbox": {"autograder.checks", "autograder.launch"},
     "autograder.evidence": set(),
     "autograder.run": {"autograder.evidence", "autograder.report", "autograder.scan", "autograder.scoring",
                        "autograder.checks", "autograder.sandbox"},
@@ -32,8 +33,8 @@ ALLOWED = {
     "autograder.gradebook": set(),
     "autograder.gradescope": {"autograder.load", "autograder.report", "autograder.run", "autograder.scoring",
                               "autograder.sandbox"},
-    "autograder.cli": {"autograder.gradescope", "autograder.gradebook", "autograder.lms", "autograder.load",
-                       "autograder.report", "autograder.run", "autograder.scoring", "autograder.sandbox"},
+    "autograder.cli": {"autograder.gradescope", "autograder.gradebook", "autograder.launch", "autograder.lms",
+                       "autograder.load", "autograder.report", "autograder.run", "autograder.scoring"},
     "autograder.lms": {"autograder.gradebook", "autograder.report"},
     "autograder.__main__": {"autograder.cli"},
     "autograder": set(),
@@ -73,7 +74,7 @@ def test_trusted_modules_import_only_the_wire_format_and_fixtures_from_the_sandb
     reaching = {name: sorted(i for i in imported if i.startswith("autograder.sandboxed") and i not in SHARED)
                 for name, imported in graph.items()
                 if not name.startswith(("autograder.sandboxed", "autograder.suites")) and name != "autograder.kernel"}
-    allowed = {"autograder.sandbox": ["autograder.sandboxed.seccomp"]}
+    allowed = {"autograder.launch": ["autograder.sandboxed.seccomp"]}
     assert {name: found for name, found in reaching.items() if found} == allowed
 
 
@@ -108,3 +109,12 @@ def test_the_layering_check_sees_an_import_made_inside_a_function(tmp_path):
     lazy = tmp_path / "lazy.py"
     lazy.write_text("def f():\n    from autograder.sandboxed import executor\n")
     assert "autograder.sandboxed.executor" in imports_of(lazy)
+
+
+def test_the_command_line_starts_without_pytorch_so_the_zygotes_warm_up_while_it_imports():
+    import subprocess
+    import sys
+
+    probe = "import sys, autograder.cli, autograder.launch; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert result.stdout.strip() == "False", result.stderr
