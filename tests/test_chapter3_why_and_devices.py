@@ -346,12 +346,13 @@ def test_noise_move_ratio_is_noisy_over_batchnorm(glued):
 
 
 @pytest.mark.parametrize("name, holds, yes, no", [
-    ("noise_loss_order", lambda n: n["noisy"]["loss"] > n["bn"]["loss"], "higher", "not higher"),
+    ("noise_loss_order", lambda n: n["noisy"]["loss"] > n["bn"]["loss"], "higher",
+     "not higher"),
     ("noise_error_order", lambda n: n["noisy"]["error"] < n["bn"]["error"], "lower than",
      "not lower than"),
 ])
 def test_noise_comparisons_in_words_match_the_numbers(glued, name, holds, yes, no):
-    assert words(glued, name) == (yes if holds(noise_numbers(glued)) else no)
+    assert words(glued, name).startswith(yes if holds(noise_numbers(glued)) else no)
 
 
 def test_he_verdict_matches_the_losses(glued):
