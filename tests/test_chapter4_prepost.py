@@ -202,6 +202,27 @@ def test_gradient_fall_words_follow_the_slopes(glued):
         "Since our stream grows slowly" if steeper and follows else "How fast the gradient")
 
 
+def test_square_root_law_words_follow_the_increments(glued):
+    faster = glued["rms2_step_late"] > glued["rms2_step_early"]
+    assert glued["sqrt_law_words"].endswith("so it grows faster" if faster
+                                            else "does not grow faster")
+    grows = faster and glued["attn_rms_last"] > glued["attn_rms_first"]
+    assert glued["rms_summary_words"].startswith("faster than √l" if grows else "no faster")
+
+
+def test_both_measures_words_follow_the_ratios(glued):
+    same_way = (glued["change_post_over_pre_64"] > glued["change_post_over_pre_8"] > 1
+                and glued["grad_post_over_pre_64"] > glued["grad_post_over_pre_8"] > 1)
+    assert glued["both_measures_words"].startswith(
+        "Both quantities point the same way" if same_way else "The two quantities do not")
+
+
+def test_pre_norm_change_words_follow_its_slope(glued):
+    assert glued["pre_change_words"] == ("our stacks grow faster than that"
+                                         if glued["change_slope_pre"] > 0.2
+                                         else "our stacks are consistent with that")
+
+
 def test_stream_sizes_name_their_setup(prose):
     paragraph = prose.split("{glue:text}`rms_pre_64:.2f` after 64.", 1)[1].split("\n\n", 1)[0]
     assert "this chapter's setup" in paragraph and "RMS 1" in paragraph
@@ -356,7 +377,8 @@ def test_ffn_grad_norms_ignores_stored_gradients(chapter_code):
      "grad_post_depth_verdict", "grad_follows_stream", "profile_post_verdict", "post6_verdict",
      "warmup_need_trend", "warmup_takeaway", "half_lr_verdict", "post6_runs_failed",
      "pre6_runs_failed", "deepnorm_flat", "perturb_takeaway", "separation_at_8",
-     "rms2_trend", "attn_rms_trend", "grad_fall_shape", "warmup_mechanism_verdict"],
+     "rms2_trend", "attn_rms_trend", "grad_fall_shape", "warmup_mechanism_verdict",
+     "sqrt_law_words", "rms_summary_words", "both_measures_words", "pre_change_words"],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)

@@ -154,16 +154,59 @@ def test_the_two_values_are_shown_to_enough_digits_to_tell_them_apart(glued, pro
     assert "{glue:text}`watch_adam_estimate:.4f`" in prose
 
 
+# --- the pre-activation ResNet: words follow the measurement ---------------------------
+
+
+def test_pre_activation_words_follow_the_coefficients(glued):
+    intact = all(abs(glued[f"fam_preact_identity_{d}"] - 1) < 0.1 for d in (1, 4, 16, 64))
+    assert glued["fam_preact_words"].startswith(
+        "the identity path delivers it intact" if intact else "the identity path does not")
+
+
+def test_original_block_words_follow_the_coefficients(glued):
+    gated = glued["fam_orig_identity_4"] < glued["fam_orig_identity_1"] < 0.7
+    assert glued["fam_orig_words"].endswith("gates it" if gated else "measurably")
+
+
+def test_gain_words_follow_the_gains(glued):
+    grow = all(glued[f"fam_{name}_gain_64"] > glued[f"fam_{name}_gain_1"]
+               for name in ("orig", "preact"))
+    assert glued["fam_gain_words"].startswith(
+        "Both gradients also grow" if grow else "The two gradients do not")
+
+
 # --- the prose ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "name",
     ["cnx_vs_channels_last", "cnx_vs_per_pixel", "cnx_vs_group_max", "cnx_vs_group_rms",
-     "cnx_vs_group_words", "cnx_pixel_mean", "cnx_group_pixel_mean", "watch_adam_estimate_gap"],
+     "cnx_vs_group_words", "cnx_pixel_mean", "cnx_group_pixel_mean", "watch_adam_estimate_gap",
+     "fam_preact_words", "fam_orig_words", "fam_gain_words", "watch_pre_stream_words",
+     "watch_pre_grad_words", "watch_post_grad_words", "watch_post_first_blocks"],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
+
+
+def test_watched_stack_words_follow_the_measurement(glued):
+    widens = glued["watch_stream_rms_last_pre"] > glued["watch_stream_rms_first_pre"]
+    assert glued["watch_pre_stream_words"] == (
+        "widens with depth" if widens else "does not widen with depth")
+    similar = abs(glued["watch_grad_orders_pre"]) < 1
+    assert glued["watch_pre_grad_words"].startswith(
+        "gradients of similar sizes" if similar else "gradients whose sizes differ")
+    vanish = glued["watch_grad_orders_post"] > 3
+    assert glued["watch_post_grad_words"].startswith(
+        "the worst gradients" if vanish else "gradients that do not vanish")
+    assert glued["watch_post_first_blocks"].endswith(
+        "next to no gradient at all" if vanish else "still get a gradient")
+
+
+def test_watched_stream_sizes_name_their_setup(prose):
+    paragraph = prose.split("Three different pictures.", 1)[1].split("\n\n", 1)[0]
+    assert "this section's own" in paragraph and "after 60 steps of training" in paragraph
+    assert "Chapter 4" in paragraph and "Chapter 6" in paragraph
 
 
 def test_references_cite_convnext(prose):
