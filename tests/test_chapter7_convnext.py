@@ -18,6 +18,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tests.conftest import REPO
 
+import addnorm_helpers  # chapters/ is on pytest's pythonpath (pyproject.toml)
+
 STEM = "07_beyond_the_norm_layer"
 CHAPTER = REPO / "chapters" / f"{STEM}.md"
 EPS = 1e-6  # ConvNeXt's LayerNorm eps (models/convnext.py)
@@ -217,6 +219,14 @@ def test_references_cite_convnext(prose):
 def test_a_quiz_asks_about_convnext_layer_norm(prose):
     quizzes = prose.split("## Check your understanding", 1)[1]
     assert "ConvNeXt" in quizzes
+
+
+def test_seed_quietly_repeats_the_draws_and_prints_nothing(capsys):
+    addnorm_helpers.seed_quietly(7)
+    first = torch.randn(3)
+    addnorm_helpers.seed_quietly(7)
+    assert torch.equal(torch.randn(3), first)
+    assert capsys.readouterr().out == ""
 
 
 # --- the built page -------------------------------------------------------------------
