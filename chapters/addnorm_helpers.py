@@ -44,7 +44,11 @@ def seed_everything(seed: int) -> int:
 
 
 def seed_quietly(seed: int) -> int:
-    """Seed Python, NumPy and PyTorch as seed_everything does, without printing."""
+    """Seed Python, NumPy and PyTorch as ``seed_everything`` does, without printing.
+
+    A printed ``seed = 0`` tells a reader of the book nothing; chapters that use
+    this name their seeds once, in a caption or a glued sentence.
+    """
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -5,6 +5,7 @@ equal an independent recomputation (reference blocks written here, same seeds); 
 the chapter's own blocks follow the ex4_prepost contract and the equations.
 """
 
+import json
 import math
 import re
 import statistics
@@ -25,7 +26,7 @@ VOCAB = 16
 
 @pytest.fixture(scope="module")
 def glued(glued_numbers):
-    return {name: float(value) if re.fullmatch(r"[-+0-9.e]+", value) else value
+    return {name: float(value) if re.fullmatch(r"[-+0-9.e]+", value) else value.strip("'\"")
             for name, value in glued_numbers(STEM).items()}
 
 
@@ -150,6 +151,99 @@ def test_pre_norm_gradient_falls_as_one_over_the_stream_rms(glued):
 def test_layer_by_layer_post_norm_gradient_does_not_grow_towards_the_output(glued):
     # The chapter reports that Xiong et al.'s increasing profile does not reproduce.
     assert glued["profile_ratio_post"] < 1.0
+
+
+def layer_profile(blocks, x, target, pre):
+    """||d MSE / d ffn[2].weight|| of every block, one backward pass through all of them."""
+    for block in blocks:
+        x = block(x)
+    if pre:
+        x = F.layer_norm(x, (D_MODEL,))
+    grads = torch.autograd.grad(F.mse_loss(x, target), [b.ffn[2].weight for b in blocks])
+    return [g.norm().item() for g in grads]
+
+
+def test_layer_profile_ratio_equals_an_independent_computation(glued, reference_runs):
+    profiles = [layer_profile(b[:12], x, t, False) for b, x, t in reference_runs[False]]
+    first = statistics.median(p[0] for p in profiles)
+    last = statistics.median(p[-1] for p in profiles)
+    assert last / first == pytest.approx(glued["profile_ratio_post"], rel=1e-4)
+
+
+def test_warm_up_explanation_is_set_against_the_layer_profile(glued):
+    """The warm-up paragraph states Xiong et al.'s mechanism, then what our profile shows."""
+    grows = glued["profile_ratio_post"] > 1.1
+    assert glued["warmup_mechanism_verdict"].startswith(
+        "at this scale the gradients are indeed larger" if grows
+        else "at this scale the gradients are not larger")
+
+
+def test_warm_up_paragraph_quotes_the_profile_next_to_the_mechanism(prose):
+    section = prose.split("## Training: post-norm needs warm-up", 1)[1].split("```", 1)[0]
+    assert "large for the layers near the output" in section
+    assert "{glue:text}`profile_ratio_post:.2f`" in section
+    assert "{glue:text}`warmup_mechanism_verdict`" in section
+
+
+def test_increment_words_follow_the_increments(glued):
+    larger = glued["rms2_step_late"] > glued["rms2_step_early"]
+    assert glued["rms2_trend"] == ("get larger" if larger else "do not get larger")
+
+
+def test_attention_words_follow_the_attention_sizes(glued):
+    grows = glued["attn_rms_last"] > glued["attn_rms_first"]
+    assert glued["attn_rms_trend"] == ("grows" if grows else "does not grow")
+
+
+def test_gradient_fall_words_follow_the_slopes(glued):
+    steeper = glued["grad_slope_pre_deep"] < glued["grad_slope_pre"]
+    follows = glued["grad_times_rms_spread"] < 1.1
+    assert glued["grad_fall_shape"].startswith(
+        "Since our stream grows slowly" if steeper and follows else "How fast the gradient")
+
+
+def test_square_root_law_words_follow_the_increments(glued):
+    faster = glued["rms2_step_late"] > glued["rms2_step_early"]
+    assert glued["sqrt_law_words"].endswith("so it grows faster" if faster
+                                            else "does not grow faster")
+    grows = faster and glued["attn_rms_last"] > glued["attn_rms_first"]
+    assert glued["rms_summary_words"].startswith("faster than √l" if grows else "no faster")
+
+
+def test_both_measures_words_follow_the_ratios(glued):
+    same_way = (glued["change_post_over_pre_64"] > glued["change_post_over_pre_8"] > 1
+                and glued["grad_post_over_pre_64"] > glued["grad_post_over_pre_8"] > 1)
+    assert glued["both_measures_words"].startswith(
+        "Both quantities point the same way" if same_way else "The two quantities do not")
+
+
+def test_pre_norm_change_words_follow_its_slope(glued):
+    assert glued["pre_change_words"] == ("our stacks grow faster than that"
+                                         if glued["change_slope_pre"] > 0.2
+                                         else "our stacks are consistent with that")
+
+
+def test_stream_sizes_name_their_setup(prose):
+    paragraph = prose.split("{glue:text}`rms_pre_64:.2f` after 64.", 1)[1].split("\n\n", 1)[0]
+    assert "this chapter's setup" in paragraph and "RMS 1" in paragraph
+    assert "Chapter 6" in paragraph and "Chapter 7" in paragraph
+
+
+def test_chapter_seeds_quietly(prose):
+    assert "seed_everything(" not in prose and "seed_quietly(" in prose
+
+
+@pytest.fixture(scope="module")
+def printed(book):
+    """Every line the executed chapter printed (stream outputs)."""
+    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
+    return [line for cell in notebook["cells"] if cell["cell_type"] == "code"
+            for output in cell.get("outputs", []) if output["output_type"] == "stream"
+            for line in "".join(output["text"]).splitlines()]
+
+
+def test_page_prints_no_seed_lines(printed):
+    assert printed and not [line for line in printed if re.match(r"seeds? ?[=:]", line)]
 
 
 # --- training with and without warm-up ----------------------------------------------
@@ -282,7 +376,9 @@ def test_ffn_grad_norms_ignores_stored_gradients(chapter_code):
      # words chosen by the measurement, never typed
      "grad_post_depth_verdict", "grad_follows_stream", "profile_post_verdict", "post6_verdict",
      "warmup_need_trend", "warmup_takeaway", "half_lr_verdict", "post6_runs_failed",
-     "pre6_runs_failed", "deepnorm_flat", "perturb_takeaway", "separation_at_8"],
+     "pre6_runs_failed", "deepnorm_flat", "perturb_takeaway", "separation_at_8",
+     "rms2_trend", "attn_rms_trend", "grad_fall_shape", "warmup_mechanism_verdict",
+     "sqrt_law_words", "rms_summary_words", "both_measures_words", "pre_change_words"],
 )
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
