@@ -371,14 +371,14 @@ def test_glued_value_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
 
 
-@pytest.mark.parametrize("label", ["ch8-derf", "ch8-lnfree", "ch8-ngpt", "ch8-placement-stream",
+@pytest.mark.parametrize("label", ["ch8-derf", "ch8-lnfree", "ch8-ngpt", "ch8-placement",
                                    "ch8-depth"])
 def test_sections_have_their_labels(prose, label):
     assert f"({label})=\n## " in prose
 
 
-@pytest.mark.parametrize("figure", ["ch8-elementwise", "ch8-derf-train", "ch8-placement-stream",
-                                    "ch8-depth"])
+@pytest.mark.parametrize("figure", ["ch8-elementwise", "ch8-derf-train",
+                                    "ch8-placement-stream", "ch8-depth-contrib"])
 def test_figures_have_a_name_and_a_one_line_alt_text(prose, figure):
     assert re.search(rf"^```{{glue:figure}} {figure}\n:name: {figure}\n:alt: \S.*$", prose, re.M)
     assert f'show_figure("{figure}")' in prose
