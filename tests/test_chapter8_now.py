@@ -385,7 +385,7 @@ def test_figures_have_a_name_and_a_one_line_alt_text(prose, figure):
 
 
 @pytest.mark.parametrize("arxiv", ["2512.10938", "2409.13710", "2507.02559", "2410.01131",
-                                   "2502.02732", "2501.00656", "2503.19786", "2412.13795",
+                                   "2502.02732", "2501.00656", "2408.00118", "2503.19786", "2412.13795",
                                    "2502.05795"])
 def test_every_paper_of_the_chapter_is_in_its_references(prose, arxiv):
     references = prose.split("## References")[1]
