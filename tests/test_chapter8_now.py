@@ -270,7 +270,7 @@ def test_tanh_and_erf_are_never_better_than_the_best_element_wise_map(glued):
 def test_low_learning_rate_phrase_agrees_with_the_losses(glued):
     slower = max(glued["derf_loss_dyt_low"], glued["derf_loss_derf_low"]) > max(
         glued["derf_loss_layernorm_low"], glued["derf_loss_rmsnorm_low"])
-    assert (glued["derf_low_phrase"] == "'learned more slowly than'") == slower
+    assert glued["derf_low_phrase"].startswith("'learned more slowly") == slower
     assert (glued["derf_low_ratio"] > 1) == slower
 
 
