@@ -19,8 +19,8 @@ def chapter(request):
     return request.param
 
 
-def test_there_are_seven_chapters():
-    assert len(CHAPTERS) == 7
+def test_there_are_eight_chapters():
+    assert len(CHAPTERS) == 8
 
 
 def test_chapter_has_at_least_five_questions(chapter):
