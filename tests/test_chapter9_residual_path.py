@@ -118,7 +118,15 @@ def test_depth_verdict_follows_the_moves(glued):
     elif glued["dt_move_cp"] <= 1:
         assert "hardly moved" in verdict
     else:
-        assert verdict.startswith("The claim does not reproduce")
+        assert verdict.startswith("The transfer claim does not reproduce cleanly")
+        assert f"{glued['dt_move_cp']:.0f} octaves under CompleteP" in verdict
+        way = "up" if glued["dt_octaves_cp"] > 0 else "down"
+        assert f"moved {way} by up to" in verdict
+
+
+def test_sp_depth_phrase_compares_the_best_losses_at_16_and_2_blocks(glued):
+    worse = glued["dt_loss_sp_16"] >= glued["dt_loss_sp_2"]
+    assert glued["dt_sp_depth_phrase"].startswith("no better") == worse
 
 
 def test_sp_sentence_states_the_direction_the_best_rate_moved(glued):
