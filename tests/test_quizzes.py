@@ -19,8 +19,8 @@ def chapter(request):
     return request.param
 
 
-def test_there_are_eight_chapters():
-    assert len(CHAPTERS) == 8
+def test_every_chapter_of_the_toc_is_a_chapter_source_and_no_other(toc_chapters):
+    assert [f"chapters/{path.stem}" for path in CHAPTERS] == toc_chapters
 
 
 def test_chapter_has_at_least_five_questions(chapter):
