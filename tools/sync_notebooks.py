@@ -116,7 +116,7 @@ WORDS = {
         "note_title": "About the numbers in this notebook.",
         "note_measured": (
             "The values quoted in the text (numbers, verdicts and tables) are the ones the book shows: they were "
-            "measured when the book was built{versions}. Every experiment sets its seed and prints it, and the cells "
+            "measured when the book was built{versions}. Every experiment sets its own seed (in its code), and the cells "
             "print the values the text quotes, so running them computes the values again; another PyTorch version "
             "or processor can change the last digits."
         ),
@@ -142,7 +142,7 @@ WORDS = {
         "wrong": "错误",
         "note_title": "关于本笔记本中的数字。",
         "note_measured": (
-            "正文引用的测量值（数字、结论和表格）与书中显示的相同：它们是在构建本书时测得的{versions}。每个实验都会设定并打印自己的"
+            "正文引用的测量值（数字、结论和表格）与书中显示的相同：它们是在构建本书时测得的{versions}。每个实验都在代码中设定自己的"
             "随机种子，代码单元格也会打印正文引用的值，所以运行这些单元格会重新算出这些值；换用其他版本的 PyTorch 或其他处理器，"
             "末几位数字可能不同。"
         ),
