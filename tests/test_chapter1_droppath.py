@@ -239,3 +239,8 @@ def test_glued_value_is_shown_in_the_prose(prose, name):
 
 def test_the_lesion_table_is_shown(prose):
     assert "```{glue:md} lesion_table\n" in prose
+
+
+def test_fit_comparison_words_follow_the_intact_losses(glued):
+    higher = float(glued["lesion_sd_intact"]) > float(glued["lesion_res_intact"])
+    assert glued["lesion_sd_vs_res"].strip("'") == ("higher than" if higher else "no higher than")
