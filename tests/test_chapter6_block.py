@@ -1,13 +1,17 @@
 """Chapter 6's glued claims: the FFN worked example, position-wise exact zeros, parameter
-counts, agreement with nn.TransformerEncoderLayer, and the measurements on stacks.
+counts, agreement with nn.TransformerEncoderLayer, the measurements on stacks, rank collapse
+without the skip path, and the residual-stream sum of writes.
 
 The worked example and the closed-form parameter counts are recomputed here with the
 standard library only; the parameter counts are also checked against modules built
-independently of the chapter.
+independently of the chapter. The distance from rank one is recomputed by least squares (the
+chapter uses the rows' mean), and the sum of writes with a block written out by hand.
 """
 
+import json
 import math
 import re
+import statistics
 
 import pytest
 import torch
@@ -246,3 +250,189 @@ def test_deepnorm_stack_starts_closer_to_the_identity_than_post_norm(glued):
 def test_glued_number_is_shown_in_the_prose(prose, name):
     assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
 
+
+
+# --- rank collapse without the skip path (Dong et al. 2021) ------------------------------
+
+RANK_B, RANK_T, RANK_C, RANK_HEADS, RANK_DEPTH = 8, 32, 64, 4, 48
+
+
+def relative_residual_reference(x):
+    """|X - 1 x*^T|_F / |X|_F per sequence, x* found by least squares, not by a mean."""
+    ones = torch.ones(x.shape[1], 1, dtype=x.dtype)
+    values = []
+    for seq in x:  # (T, C)
+        best = torch.linalg.lstsq(ones, seq).solution  # (1, C): argmin |seq - 1 x^T|
+        values.append(((seq - ones @ best).norm() / seq.norm()).item())
+    return values
+
+
+class PureAttentionLayer(nn.Module):
+    def __init__(self, skip):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(RANK_C, RANK_HEADS, batch_first=True)
+        self.skip = skip
+
+    def forward(self, x):
+        a = self.attn(x, x, x, need_weights=False)[0]
+        return x + a if self.skip else a
+
+
+@pytest.fixture(scope="module")
+def pure_attention_curve(one_thread):
+    """Median relative residual of pure attention at depths 0..3, seed 0, as the chapter draws."""
+    torch.manual_seed(0)
+    x = torch.randn(RANK_B, RANK_T, RANK_C, dtype=torch.float64)
+    layers = [PureAttentionLayer(skip=False).double() for _ in range(RANK_DEPTH)]
+    curve = [statistics.median(relative_residual_reference(x))]
+    with torch.no_grad():
+        for layer in layers[:3]:
+            x = layer(x)
+            curve.append(statistics.median(relative_residual_reference(x)))
+    return curve
+
+
+def test_pure_attention_collapses_towards_rank_one_in_a_few_layers(pure_attention_curve):
+    assert pure_attention_curve[0] > 0.9
+    assert pure_attention_curve[3] < 1e-10
+
+
+def test_attention_with_a_skip_path_does_not_collapse(one_thread):
+    torch.manual_seed(11)
+    x = torch.randn(RANK_B, RANK_T, RANK_C, dtype=torch.float64)
+    with torch.no_grad():
+        for _ in range(12):
+            x = PureAttentionLayer(skip=True).double()(x)
+    assert min(relative_residual_reference(x)) > 0.5
+
+
+def test_glued_seed_0_curve_is_within_the_glued_range_of_seeds(glued, pure_attention_curve):
+    # The glued values are medians over five seeds; seed 0 alone must be of the same order.
+    for depth in (1, 2):
+        glued_value = float(glued[f"rank_pure_d{depth}"])
+        assert glued_value / 10 < pure_attention_curve[depth] < glued_value * 10
+
+
+def test_glued_rank_collapse_numbers_say_what_the_prose_claims(glued):
+    assert float(glued["rank_input"]) > 0.9
+    assert float(glued["rank_pure_d1"]) > float(glued["rank_pure_d2"]) > float(glued["rank_pure_d3"])
+    assert int(glued["rank_pure_floor_depth"]) <= 6
+    assert float(glued["rank_skip_min_d48"]) > 0.1 and float(glued["rank_block_min_d48"]) > 0.1
+
+
+def test_doubly_exponential_verdict_follows_the_exponent_growth(glued):
+    grows = float(glued["rank_exponent_growth_2"]) > 2 and float(glued["rank_exponent_growth_3"]) > 2
+    assert glued["rank_doubly_verdict"].strip("'") == ("reproduces" if grows else "does not reproduce")
+
+
+def test_exponent_growth_is_the_ratio_of_digits_lost(glued):
+    digits = [-math.log10(float(glued[f"rank_pure_d{d}"])) for d in (1, 2, 3)]
+    assert float(glued["rank_exponent_growth_2"]) == pytest.approx(digits[1] / digits[0], rel=1e-3)
+    assert float(glued["rank_exponent_growth_3"]) == pytest.approx(digits[2] / digits[1], rel=1e-3)
+
+
+def test_ffn_verdict_follows_the_two_curves(glued):
+    slows = float(glued["rank_ffn_d2"]) > float(glued["rank_pure_d2"])
+    assert glued["rank_ffn_verdict"].strip("'").startswith("slows" if slows else "does not slow")
+
+
+def test_skip_verdict_follows_the_lowest_seed(glued):
+    keeps = min(float(glued["rank_skip_min_d48"]), float(glued["rank_block_min_d48"])) > 0.1
+    assert glued["rank_skip_verdict"].strip("'") == ("do not collapse" if keeps else "also approach rank one")
+
+
+# --- the residual-stream view (Elhage et al. 2021) ---------------------------------------
+
+
+class ReferencePreNormBlock(nn.Module):
+    def __init__(self, d, heads, d_ff):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ffn = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+    def writes(self, x, mask):
+        """(stream after the block, attention write, FFN write)."""
+        h = self.norm1(x)
+        a = self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        m = self.ffn(self.norm2(x + a))
+        return x + a + m, a, m
+
+
+def test_pre_norm_stream_is_the_input_plus_every_write(one_thread):
+    torch.manual_seed(5)
+    x0 = torch.nn.functional.layer_norm(torch.randn(2, 16, 32), (32,))
+    mask = torch.ones(16, 16, dtype=torch.bool).triu(1)
+    x, total = x0, torch.zeros_like(x0)
+    with torch.no_grad():
+        for _ in range(12):
+            x, a, m = ReferencePreNormBlock(32, 4, 128).writes(x, mask)
+            total = total + a + m
+    assert ((x - (x0 + total)).norm() / x.norm()).item() < 1e-5
+
+
+def test_glued_sum_of_writes_holds_for_pre_norm_and_fails_for_post_norm(glued):
+    assert float(glued["stream_sum_err_pre"]) < 1e-5
+    assert float(glued["stream_sum_err_post"]) > 0.5
+    assert int(glued["stream_n_writes"]) == 2 * 48
+
+
+@pytest.mark.parametrize("sublayer", ["attn", "ffn"])
+def test_glued_write_ratios_are_positive_and_below_one(glued, sublayer):
+    for when in ("first", "last"):
+        assert 0 < float(glued[f"write_ratio_{sublayer}_{when}"]) < 1
+
+
+def test_write_ratio_verdict_follows_first_and_last_block(glued):
+    first = float(glued["write_ratio_attn_first"]) + float(glued["write_ratio_ffn_first"])
+    last = float(glued["write_ratio_attn_last"]) + float(glued["write_ratio_ffn_last"])
+    assert glued["write_ratio_trend"].strip("'").startswith("are smaller" if last < first else "are not smaller")
+
+
+def test_pre_norm_stream_trend_verdict_follows_the_glued_sizes(glued):
+    grows = float(glued["pre_stream_rms_d48"]) > float(glued["pre_stream_rms_d6"]) > 1.0
+    verdict = glued["pre_stream_trend"].strip("'")
+    assert verdict in (("grows with every block", "grows with depth") if grows else ("does not grow with depth",))
+
+
+def test_sublayer_output_verdict_follows_its_rms(glued):
+    smaller = float(glued["sublayer_output_rms_init"]) < 1
+    assert glued["sublayer_output_vs_input"].strip("'") == ("smaller than" if smaller else "no smaller than")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rank_input", "rank_pure_d1", "rank_pure_d2", "rank_pure_d3", "rank_pure_floor_depth",
+        "rank_skip_d48", "rank_block_d48", "rank_ffn_d2", "rank_exponent_growth_2",
+        "stream_sum_err_pre", "stream_sum_err_post", "write_ratio_attn_first", "write_ratio_ffn_last",
+        "rank_doubly_verdict", "rank_ffn_verdict", "rank_skip_verdict", "write_ratio_trend",
+        "pre_stream_trend", "sublayer_output_vs_input",
+    ],
+)
+def test_new_glued_value_is_shown_in_the_prose(prose, name):
+    assert re.search(r"\{glue(:text)?\}`" + re.escape(name) + r"[`:]", prose)
+
+
+def test_the_summary_says_post_norm_scrambles_rather_than_keeps_its_input(prose):
+    summary = prose[prose.index("## Summary"):prose.index("## Check your understanding")]
+    assert "keep cosine" not in summary
+    assert "{glue:text}`post_cos_verdict`" in summary
+
+
+def test_the_chapter_ends_with_references_citing_dong_and_elhage(prose):
+    references = prose[prose.index("## References"):]
+    assert prose.rstrip().endswith(references.rstrip())
+    for cited in ("arXiv:2103.03404", "transformer-circuits.pub", "arXiv:1706.03762", "arXiv:2203.00555"):
+        assert cited in references
+
+
+def test_no_shown_cell_prints_a_seed_line(book):
+    # Seeds are named once, in a caption or a sentence; "seed = N" lines tell the reader nothing.
+    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
+    for cell in notebook["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] != "code" or {"remove-output", "remove-cell"} & set(tags):
+            continue
+        printed = "".join("".join(out.get("text", "")) for out in cell.get("outputs", []))
+        assert not re.search(r"^seed = \d+$", printed, re.M), "".join(cell["source"])[:80]
