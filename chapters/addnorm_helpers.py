@@ -43,6 +43,16 @@ def seed_everything(seed: int) -> int:
     return seed
 
 
+def seed_quietly(seed: int) -> int:
+    """Seed Python, NumPy and PyTorch as seed_everything does, without printing.
+
+    For chapters that name their seeds once, in a caption or a glued sentence."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return seed
+
+
 def use_course_style() -> None:
     """One plot style for the whole book: readable fonts, light grid, palette."""
     # The course's models are tiny: a second thread mostly waits on the first, and
