@@ -284,3 +284,9 @@ def test_each_new_section_has_a_quiz_question(prose, section):
     keyword = {"## Norm layers and the optimizer": "effective learning rate",
                "## Normalizing the weights instead": "spectral normalization"}[section]
     assert section in prose and keyword in quizzes
+
+
+def test_angle_versus_norm_wording_follows_the_measurement(glued):
+    angle_drop = number(glued, "optim_angle_start_no_decay") / number(glued, "optim_angle_end_no_decay")
+    expected = "less" if angle_drop < number(glued, "optim_eff_lr_drop") else "more"
+    assert text(glued, "optim_angle_vs_norm") == expected
