@@ -35,24 +35,16 @@ PALETTE = {
 
 
 def seed_everything(seed: int) -> int:
-    """Seed Python, NumPy and PyTorch, print the seed, and return it."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    print(f"seed = {seed}")
-    return seed
+    """Seed Python, NumPy and PyTorch, and return the seed.
 
-
-def seed_quietly(seed: int) -> int:
-    """Seed Python, NumPy and PyTorch as ``seed_everything`` does, without printing.
-
-    A printed ``seed = 0`` tells a reader of the book nothing; chapters that use
-    this name their seeds once, in a caption or a glued sentence.
+    It prints nothing: a printed ``seed = 0`` tells a reader of the book nothing, so the
+    chapters name their seeds once, in a caption or a sentence.
     """
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     return seed
+
 
 
 def use_course_style() -> None:

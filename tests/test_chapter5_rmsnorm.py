@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 STEM = "05_rmsnorm"
 
@@ -314,3 +315,110 @@ def test_chapter_closes_with_the_exercise_and_links_its_release(prose):
     assert "`ex5_rmsnorm`" in exercise
     assert "exercises/ex5_rmsnorm/ex5_rmsnorm.ipynb" in exercise
     assert "nn.RMSNorm" in exercise and "float32" in exercise
+
+
+# --- gains and their parameterization ---------------------------------------------------------------
+
+
+def test_gain_parameterizations_give_identical_outputs_at_initialization(glued):
+    assert float(glued["gain_init_max_abs_diff"]) == 0.0
+
+
+def test_decay_alone_shrinks_a_stored_gain_by_one_minus_lr_decay_per_step(glued):
+    lr, decay, steps = 1e-2, 0.1, 2000
+    gain = 1.0
+    for _ in range(steps):  # decoupled decay; Adam's update is 0 for a zero gradient
+        gain -= lr * decay * gain
+    assert float(glued["gain_decay_only_plain"]) == pytest.approx(gain, rel=1e-4)
+    assert float(glued["gain_decay_only_predicted"]) == pytest.approx(gain, rel=1e-9)
+
+
+def test_decay_alone_leaves_gemmas_gain_at_one(glued):
+    assert float(glued["gain_decay_only_gemma"]) == 1.0
+    assert float(glued["gain_decay_only_plain"]) < 0.5
+
+
+D_IN, D_OUT, WIDTH, DEPTH = 16, 4, 32, 4
+
+
+def teacher_task_reference(seed, n_train=4096, n_test=1024):
+    gen = torch.Generator().manual_seed(1000 + seed)
+    W1 = torch.randn(D_IN, 64, generator=gen) / math.sqrt(D_IN)
+    W2 = torch.randn(64, D_OUT, generator=gen) / 8
+    X = torch.randn(n_train + n_test, D_IN, generator=gen) + 1.0
+    Y = torch.tanh(X @ W1) @ W2
+    Y = Y / Y.std()
+    return X[:n_train], Y[:n_train], X[n_train:], Y[n_train:]
+
+
+def final_mean_gain(one_plus_w, seed=10, steps=600, lr=3e-3):
+    """The residual MLP of the quality section written as functions; gains stored as g or as w."""
+    torch.manual_seed(seed)
+    embed = nn.Linear(D_IN, WIDTH)
+    blocks = [(nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)) for _ in range(DEPTH)]
+    head = nn.Linear(WIDTH, D_OUT)
+    start = 0.0 if one_plus_w else 1.0
+    gains = [nn.Parameter(torch.full((WIDTH,), start)) for _ in range(DEPTH + 1)]
+    applied = (lambda p: 1 + p) if one_plus_w else (lambda p: p)
+
+    def rms(x, p):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * applied(p)
+
+    def net(x):
+        h = embed(x)
+        for (fc, proj), p in zip(blocks, gains):
+            h = h + proj(F.gelu(fc(rms(h, p))))
+        return head(rms(h, gains[-1]))
+
+    params = [*embed.parameters(), *[q for fc, proj in blocks for q in (*fc.parameters(), *proj.parameters())],
+              *head.parameters(), *gains]
+    X, Y, _, _ = teacher_task_reference(0)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
+    for _ in range(steps):
+        idx = torch.randint(0, len(X), (64,))
+        loss = F.mse_loss(net(X[idx]), Y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([applied(p).detach() for p in gains]).mean().item()
+
+
+@pytest.mark.parametrize("one_plus_w, name", [(False, "gain_training_plain"), (True, "gain_training_gemma")])
+def test_gain_after_training_agrees_with_an_independent_run(glued, one_thread, one_plus_w, name):
+    assert float(glued[name]) == pytest.approx(final_mean_gain(one_plus_w), abs=2e-3)
+
+
+def test_training_with_decay_leaves_gemmas_gain_closer_to_one(glued):
+    plain, gemma = float(glued["gain_training_plain"]), float(glued["gain_training_gemma"])
+    assert abs(gemma - 1) < abs(plain - 1)
+    assert value(glued, "gain_training_verdict") == "stayed closer to 1"
+
+
+def test_gemma_gain_facts_name_the_checked_code(prose):
+    section = prose.split("## Gains and their parameterization", 1)[1].split("\n## ", 1)[0]
+    for fact in ["google-deepmind/gemma", "`7691fd4`", "zeros_init()", "normed_inputs * (1 + scale)",
+                 "GemmaRMSNorm", "torch.zeros(dim)", "meta-llama/llama", "torch.ones(dim)"]:
+        assert fact in section
+
+
+def test_chapter_seeds_without_printing(prose):
+    assert "seed_everything(" not in prose
+    assert "seed_quietly(" in prose
+
+
+def test_seed_quietly_repeats_draws_and_prints_nothing(capsys):
+    import addnorm_helpers
+
+    addnorm_helpers.seed_quietly(7)
+    first = torch.randn(3)
+    addnorm_helpers.seed_quietly(7)
+    assert torch.equal(first, torch.randn(3))
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "cited", ["arxiv.org/abs/1607.06450", "arxiv.org/abs/1910.07467", "arxiv.org/abs/1711.05101",
+              "arxiv.org/abs/2408.00118", "arxiv.org/abs/2302.13971", "github.com/google-deepmind/gemma"]
+)
+def test_references_list_every_cited_work(prose, cited):
+    assert cited in prose.split("\n## References\n", 1)[1]
