@@ -428,20 +428,6 @@ def test_landscape_overall_verdict_requires_every_measure_against_both_networks(
 # Polish: seeds named once, comparisons glued
 
 
-def test_chapter_seeds_without_printing_the_seed(prose):
-    assert "seed_everything(" not in prose
-    assert "seed_quietly(" in prose
-
-
-def test_seed_quietly_repeats_draws_and_prints_nothing(capsys):
-    addnorm_helpers.seed_quietly(7)
-    first = torch.randn(4)
-    addnorm_helpers.seed_everything(7)
-    assert torch.equal(first, torch.randn(4))
-    addnorm_helpers.seed_quietly(7)
-    assert capsys.readouterr().out == "seed = 7\n"           # only seed_everything's line
-
-
 def test_future_leak_comparison_with_section_a_matches_the_numbers(glued):
     smaller = float(glued["batchnorm_future_leak"]) < float(
         glued["batchnorm_companion_max_abs_diff"])

@@ -229,10 +229,6 @@ def test_stream_sizes_name_their_setup(prose):
     assert "Chapter 6" in paragraph and "Chapter 7" in paragraph
 
 
-def test_chapter_seeds_quietly(prose):
-    assert "seed_everything(" not in prose and "seed_quietly(" in prose
-
-
 @pytest.fixture(scope="module")
 def printed(book):
     """Every line the executed chapter printed (stream outputs)."""

@@ -401,21 +401,6 @@ def test_gemma_gain_facts_name_the_checked_code(prose):
         assert fact in section
 
 
-def test_chapter_seeds_without_printing(prose):
-    assert "seed_everything(" not in prose
-    assert "seed_quietly(" in prose
-
-
-def test_seed_quietly_repeats_draws_and_prints_nothing(capsys):
-    import addnorm_helpers
-
-    addnorm_helpers.seed_quietly(7)
-    first = torch.randn(3)
-    addnorm_helpers.seed_quietly(7)
-    assert torch.equal(first, torch.randn(3))
-    assert capsys.readouterr().out == ""
-
-
 @pytest.mark.parametrize(
     "cited", ["arxiv.org/abs/1607.06450", "arxiv.org/abs/1910.07467", "arxiv.org/abs/1711.05101",
               "arxiv.org/abs/2408.00118", "arxiv.org/abs/2302.13971", "github.com/google-deepmind/gemma"]

@@ -179,7 +179,7 @@ def test_tanh_saturates_with_normal_and_drifts_down_with_xavier(glued):
 
 @pytest.fixture(scope="module")
 def plain_mlp_draws():
-    torch.manual_seed(1)  # the chapter's seed_quietly(1), then its draws in order
+    torch.manual_seed(1)  # the chapter's seed_everything(1), then its draws in order
     x = torch.randn(BATCH, WIDTH, dtype=torch.float64)
     weights = [torch.randn(WIDTH, WIDTH, dtype=torch.float64) for _ in range(DEPTH)]
     return x, weights
@@ -327,7 +327,7 @@ def test_outlier_squeezes_the_other_features_as_the_estimate_says(glued, size):
 
 
 def test_outlier_squeeze_equals_an_independent_computation(glued):
-    torch.manual_seed(3)  # the chapter's seed_quietly(3) and its one draw
+    torch.manual_seed(3)  # the chapter's seed_everything(3) and its one draw
     token = torch.randn(C_TOKEN, dtype=torch.float64).numpy()
 
     def others_std(z):

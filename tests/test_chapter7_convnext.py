@@ -65,7 +65,7 @@ def per_sample_by_hand(x, eps=EPS):
 
 @pytest.fixture(scope="module")
 def chapter_tensor():
-    torch.manual_seed(4)  # the chapter's seed_quietly(4) and its one draw
+    torch.manual_seed(4)  # the chapter's seed_everything(4) and its one draw
     return 3.0 * torch.randn(4, 6, 5, 5, dtype=torch.float64) + 1.0  # (N, C, H, W)
 
 
@@ -219,14 +219,6 @@ def test_references_cite_convnext(prose):
 def test_a_quiz_asks_about_convnext_layer_norm(prose):
     quizzes = prose.split("## Check your understanding", 1)[1]
     assert "ConvNeXt" in quizzes
-
-
-def test_seed_quietly_repeats_the_draws_and_prints_nothing(capsys):
-    addnorm_helpers.seed_quietly(7)
-    first = torch.randn(3)
-    addnorm_helpers.seed_quietly(7)
-    assert torch.equal(torch.randn(3), first)
-    assert capsys.readouterr().out == ""
 
 
 # --- the built page -------------------------------------------------------------------
