@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.book_build
 
 The Chinese edition is built after the English one from its execution cache, so it executes
-nothing; its time is Sphinx reading and writing eight pages. Targets on the 2-core course machine:
+nothing; its time is Sphinx reading and writing its pages. Targets on the 2-core course machine:
 clean build of both editions under 300 s, of the Chinese one alone under 60 s, no-change rebuild of
 both under 40 s, every chapter executing in under 60 s. Prints a table, writes
 benchmarks/results/book_build.json, exits 1 if a target is missed.
