@@ -407,3 +407,14 @@ def test_gemma_gain_facts_name_the_checked_code(prose):
 )
 def test_references_list_every_cited_work(prose, cited):
     assert cited in prose.split("\n## References\n", 1)[1]
+
+
+def test_the_epsilon_wording_follows_the_measurement(glued):
+    """Which epsilon nn.RMSNorm uses is said from the measured errors and eps, never assumed."""
+    eps32 = torch.finfo(torch.float32).eps
+    measured = float(glued["effective_eps_float32"])
+    assert glued["eps_float32_is"].strip("'\"") == ("which is" if abs(measured - eps32) < 0.01 * eps32
+                                                   else "which is not")
+    closer_to_float32 = float(glued["bf16_error_vs_float32_eps"]) < float(glued["bf16_error_vs_input_eps"])
+    says_matches = glued["half_eps_match"].strip("'\"") == "matches"
+    assert closer_to_float32 or not says_matches  # "matches" needs bfloat16's output closer to float32's eps
