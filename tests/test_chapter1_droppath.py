@@ -8,7 +8,6 @@ The expectation identities are also checked on their own, on a block built here.
 """
 
 import copy
-import json
 import re
 import statistics
 
@@ -245,14 +244,3 @@ def test_the_lesion_table_is_shown(prose):
 def test_fit_comparison_words_follow_the_intact_losses(glued):
     higher = float(glued["lesion_sd_intact"]) > float(glued["lesion_res_intact"])
     assert glued["lesion_sd_vs_res"].strip("'") == ("higher than" if higher else "no higher than")
-
-
-def test_no_shown_cell_prints_a_seed_line(book):
-    # Seeds are named once, in a caption or a sentence; "seed = N" lines tell the reader nothing.
-    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
-    for cell in notebook["cells"]:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] != "code" or {"remove-output", "remove-cell"} & set(tags):
-            continue
-        printed = "".join("".join(out.get("text", "")) for out in cell.get("outputs", []))
-        assert not re.search(r"^seed = \d+$", printed, re.M), "".join(cell["source"])[:80]

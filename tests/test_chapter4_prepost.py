@@ -5,7 +5,6 @@ equal an independent recomputation (reference blocks written here, same seeds); 
 the chapter's own blocks follow the ex4_prepost contract and the equations.
 """
 
-import json
 import math
 import re
 import statistics
@@ -227,19 +226,6 @@ def test_stream_sizes_name_their_setup(prose):
     paragraph = prose.split("{glue:text}`rms_pre_64:.2f` after 64.", 1)[1].split("\n\n", 1)[0]
     assert "this chapter's setup" in paragraph and "RMS 1" in paragraph
     assert "Chapter 6" in paragraph and "Chapter 7" in paragraph
-
-
-@pytest.fixture(scope="module")
-def printed(book):
-    """Every line the executed chapter printed (stream outputs)."""
-    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
-    return [line for cell in notebook["cells"] if cell["cell_type"] == "code"
-            for output in cell.get("outputs", []) if output["output_type"] == "stream"
-            for line in "".join(output["text"]).splitlines()]
-
-
-def test_page_prints_no_seed_lines(printed):
-    assert printed and not [line for line in printed if re.match(r"seeds? ?[=:]", line)]
 
 
 # --- training with and without warm-up ----------------------------------------------

