@@ -338,7 +338,7 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
 def warm_up(assignment: str) -> None:
     """What every grading process would otherwise do on its first submission, done once before they are
     forked so that they share it: collect the suite (its examples drawn), and PyTorch's lazy imports on the
-    first gradient (``torch.autograd.grad`` imports the symbolic-shapes machinery, half a second)."""
+    first gradient (``torch.autograd.grad`` imports the symbolic-shapes machinery: 0.3 s)."""
     import torch
 
     scoring.collect(assignment)
