@@ -7,6 +7,7 @@ Tests that use the build, a browser or nbgrader are marked ``slow`` here, so ``p
 fast subset; each module can also mark itself.
 """
 
+import ast
 import json
 import os
 import re
@@ -169,6 +170,15 @@ def glued_numbers(book):
         return {name: entry["data"]["text/plain"] for name, entry in data.items()}
 
     return read
+
+
+def plain_value(text):
+    """A glued value from its text/plain form: the number, or the string it shows."""
+    try:
+        value = ast.literal_eval(text)
+    except (SyntaxError, ValueError):  # a glued Markdown table shows only its repr
+        return text
+    return float(value) if isinstance(value, (int, float)) else value
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ glued numbers equal an independent recomputation (reference code written here, s
 seeds); and the chapter's own modules behave as the equations say.
 """
 
-import ast
 import math
 import re
 import statistics
@@ -16,7 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tests.conftest import REPO
+from tests.conftest import REPO, plain_value
 
 STEM = "07_beyond_the_norm_layer"
 CHAPTER = REPO / "chapters" / f"{STEM}.md"
@@ -25,15 +24,6 @@ HEAD_DIM = WIDTH // HEADS
 LR = 1e-2
 LN_VOCAB = math.log(VOCAB)
 NONORM_KEYS = ["plain", "post", "pre", "rezero", "layerscale", "fixup"]
-
-
-def plain_value(text):
-    """A glued value from its text/plain form: the number, or the string it shows."""
-    try:
-        value = ast.literal_eval(text)
-    except (SyntaxError, ValueError):  # a glued Markdown table shows only its repr
-        return text
-    return float(value) if isinstance(value, (int, float)) else value
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ written here from the equations, same seeds); and the glued phrases say what the
 numbers show.
 """
 
-import ast
 import math
 import re
 
@@ -17,22 +16,13 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tests.conftest import REPO
+from tests.conftest import REPO, plain_value
 
 STEM = "08_normalization_now"
 CHAPTER = REPO / "chapters" / f"{STEM}.md"
 VOCAB, SEQ_LEN, WIDTH, HEADS = 16, 8, 64, 4  # the chapter's model
 HEAD_DIM = WIDTH // HEADS
 RMS_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default eps for float32
-
-
-def plain_value(text):
-    """A glued value from its text/plain form: the number, or the string it shows."""
-    try:
-        value = ast.literal_eval(text)
-    except (SyntaxError, ValueError):  # a glued Markdown table shows only its repr
-        return text
-    return float(value) if isinstance(value, (int, float)) else value
 
 
 @pytest.fixture(scope="module")
