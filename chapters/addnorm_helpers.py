@@ -175,38 +175,57 @@ def random_token(features: int = 5, generator: torch.Generator | None = None) ->
     return values.round(decimals=2)
 
 
+# The explorer's stand-in without JavaScript is in both languages: the chapter's code is the same in
+# both editions, so the page's own language (<html lang>) picks the text, by this rule. Jupyter
+# (lang "en") shows the English.
+FALLBACK_STYLE = (
+    "<style>html:not(:lang(zh)) .ane-fallback [lang|=zh], html:lang(zh) .ane-fallback [lang=en]"
+    " {display: none}</style>"
+)
+
+
+def in_both_languages(english: str, chinese: str) -> str:
+    """HTML of ``english`` and ``chinese`` side by side, each marked with its language; FALLBACK_STYLE shows one."""
+    return f"<span lang='en'>{english}</span><span lang='zh-CN'>{chinese}</span>"
+
+
 def explorer_html(x, fx) -> str:
     """The HTML of the book's Add & Norm explorer, starting from token ``x`` and sublayer output ``fx``.
 
     _static/explorer.js turns it into the interactive explorer. Without that script (in
-    Jupyter, say) it shows what the explorer starts with: every stage as a table.
+    Jupyter, say) it shows what the explorer starts with: every stage as a table, in the page's language.
     """
     stages = add_and_norm_stages(x, fx)
     rows = [
-        ("x, identity path", stages.identity),
-        ("F(x), transformation path", stages.transformed),
-        ("x + F(x), the Add", stages.summed),
-        ("x̂, normalized", stages.x_hat),
-        ("y = γ x̂ + β (γ = 1, β = 0)", stages.y),
+        (("x, identity path", "x，恒等路径"), stages.identity),
+        (("F(x), transformation path", "F(x)，变换路径"), stages.transformed),
+        (("x + F(x), the Add", "x + F(x)，相加（Add）"), stages.summed),
+        (("x̂, normalized", "x̂，归一化之后"), stages.x_hat),
+        (("y = γ x̂ + β (γ = 1, β = 0)", "y = γ x̂ + β（γ = 1，β = 0）"), stages.y),
     ]
     body = "".join(
-        f"<tr><th scope='row'>{html.escape(name)}</th>"
+        f"<tr><th scope='row'>{in_both_languages(*map(html.escape, names))}</th>"
         + "".join(f"<td>{v:.2f}</td>" for v in values.tolist())
         + "</tr>"
-        for name, values in rows
+        for names, values in rows
     )
     header = "".join(f"<th scope='col'>{i + 1}</th>" for i in range(len(stages.summed)))
     numbers = lambda values: ",".join(repr(v) for v in torch.as_tensor(values, dtype=torch.float64).tolist())
+    statistics = f"μ = {stages.mu:.3f}, σ = {stages.sigma:.3f}"
+    introduction = in_both_languages(
+        "The interactive explorer needs the book's JavaScript. In Jupyter, run"
+        " <code>AddNormWidget(x, fx)</code> (from addnorm_helpers) for its ipywidgets version."
+        f" Here is where it starts: {statistics}.",
+        "交互演示需要本书的 JavaScript。在 Jupyter 中运行 <code>AddNormWidget(x, fx)</code>"
+        f"（来自 addnorm_helpers），可以得到它的 ipywidgets 版本。下表是它的初始状态：{statistics.replace(', ', '，')}。",
+    )
     return (
         f"<div class='addnorm-explorer' data-x='{numbers(x)}' data-fx='{numbers(fx)}'"
         f" data-eps='{LAYER_NORM_EPS!r}' data-factor='{INSTABILITY_FACTOR!r}'"
         f" data-palette='{html.escape(json.dumps(PALETTE))}'>"
-        "<div class='ane-fallback'>"
-        "<p>The interactive explorer needs the book's JavaScript. In Jupyter, run"
-        " <code>AddNormWidget(x, fx)</code> (from addnorm_helpers) for its ipywidgets version."
-        " Here is where it starts:"
-        f" μ = {stages.mu:.3f}, σ = {stages.sigma:.3f}.</p>"
-        f"<table><thead><tr><th scope='col'>feature</th>{header}</tr></thead><tbody>{body}</tbody></table>"
+        f"<div class='ane-fallback'>{FALLBACK_STYLE}<p>{introduction}</p>"
+        f"<table><thead><tr><th scope='col'>{in_both_languages('feature', '特征')}</th>{header}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
         "</div></div>"
     )
 

@@ -100,6 +100,7 @@ def _run_chinese_build(source: Path, output: Path) -> int:
         "nitpicky": True,
         "latex_individualpages": False,
         "nb_execution_cache_path": str(output / "_build" / ".jupyter_cache"),
+        "bilingual_twin_doctrees": str(output / "_build" / ".doctrees"),  # sections take their English twins' ids
     }
     return build_sphinx(
         zh,
