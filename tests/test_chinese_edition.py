@@ -91,6 +91,17 @@ def test_the_glossary_page_has_an_english_twin_with_the_same_table(site):
     assert len(english.select("table.glossary-table tbody tr")) == len(chinese.select("table.glossary-table tbody tr"))
 
 
+@pytest.mark.parametrize("page", BOOK_PAGES, ids=str)
+def test_every_section_has_the_same_anchor_in_both_editions(pairs, page):
+    """So the language switch keeps the reader's section (_ext/bilingual.py gives Chinese sections the English ids)."""
+    english, chinese = pairs[page]
+
+    def anchors(document):
+        return [section["id"] for section in article(document).select("section[id]")]
+
+    assert anchors(chinese) == anchors(english)
+
+
 def test_the_switch_names_the_other_language_in_that_language(pairs):
     english, chinese = pairs[BOOK_PAGES[1]]
     assert english.select_one("a.edition-switch").get_text(strip=True) == "中文"

@@ -94,22 +94,26 @@ def test_no_space_follows_full_width_punctuation_in_the_sources(page):
 # ---- the built pages ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def chinese_pages(book, zh_book):
-    """page path (like ``chapters/02_layer_normalization.html``) -> the article of its Chinese page."""
-    pages = {}
-    for page in PAGES:
-        html = (book.html / "zh" / page.with_suffix(".html")).read_text(encoding="utf-8")
-        pages[str(page.with_suffix(".html"))] = BeautifulSoup(html, "html.parser")
-    return pages
-
-
 def reading_text(document):
     """The text of a page's article as a reader reads it: without code, scripts and styles."""
-    article = BeautifulSoup(str(document.select_one("article.bd-article")), "html.parser")
+    article = document.select_one("article.bd-article")
     for element in article.select("pre, script, style, .ane-fallback [lang=en]"):
         element.decompose()
     return article.get_text()
+
+
+@pytest.fixture(scope="module")
+def chinese_pages(book, zh_book):
+    """page path (like ``chapters/02_layer_normalization.html``) -> its Chinese page, parsed."""
+    return {str(page.with_suffix(".html")): BeautifulSoup(
+        (book.html / "zh" / page.with_suffix(".html")).read_text(encoding="utf-8"), "html.parser") for page in PAGES}
+
+
+@pytest.fixture(scope="module")
+def chinese_texts(book, zh_book):
+    """page path -> the text of its Chinese article (a separate parse: reading_text removes elements)."""
+    return {str(page.with_suffix(".html")): reading_text(BeautifulSoup(
+        (book.html / "zh" / page.with_suffix(".html")).read_text(encoding="utf-8"), "html.parser")) for page in PAGES}
 
 
 def test_chinese_captions_start_with_the_number_and_a_full_width_colon(chinese_pages):
@@ -117,16 +121,16 @@ def test_chinese_captions_start_with_the_number_and_a_full_width_colon(chinese_p
     assert numbers and [n for n in numbers if not re.fullmatch(r"[图表] \d+：", n)] == []
 
 
-def test_no_curly_apostrophe_stands_in_a_chinese_page(chinese_pages):
+def test_no_curly_apostrophe_stands_in_a_chinese_page(chinese_texts):
     """A CJK font draws ’ full width: Bessel’ s. The Chinese edition keeps straight quotes."""
-    curly = {page: re.findall(r".{0,10}[‘’].{0,5}", reading_text(doc)) for page, doc in chinese_pages.items()}
+    curly = {page: re.findall(r".{0,10}[‘’].{0,5}", text) for page, text in chinese_texts.items()}
     assert {page: found for page, found in curly.items() if found} == {}
 
 
-def test_no_space_follows_full_width_punctuation_in_a_chinese_page(chinese_pages):
+def test_no_space_follows_full_width_punctuation_in_a_chinese_page(chinese_texts):
     """Glued sentences included: the sources alone do not show what a glued phrase ends with."""
-    slips = {page: re.findall(rf".{{0,8}}[{FULL_WIDTH_PUNCTUATION}][ \u00a0]+\S.{{0,4}}", reading_text(doc))
-             for page, doc in chinese_pages.items()}
+    slips = {page: re.findall(rf".{{0,8}}[{FULL_WIDTH_PUNCTUATION}][ \u00a0]+\S.{{0,4}}", text)
+             for page, text in chinese_texts.items()}
     assert {page: found for page, found in slips.items() if found} == {}
 
 
