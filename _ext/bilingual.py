@@ -77,8 +77,14 @@ def take_twin_section_ids(app, doctree):
         logger.warning("%d sections here, %d in the English twin: they cannot share their anchors",
                        len(ours), len(theirs), location=app.env.docname)
         return
-    for section, english in zip(ours, theirs):
-        anchor = english["ids"][0]
+    anchors = [english["ids"][0] for english in theirs]
+    for section, anchor in zip(ours, anchors):
+        # An id made from a Chinese title ("更进一步：三明治归一化与 DeepNorm" gives "deepnorm") may be
+        # another section's English anchor: it gives way.
+        for clash in [i for i in section["ids"] if i in anchors and i != anchor]:
+            section["ids"].remove(clash)
+            doctree.ids.pop(clash, None)
+    for section, anchor in zip(ours, anchors):
         if anchor in section["ids"]:
             section["ids"].remove(anchor)
         elif anchor in doctree.ids:
