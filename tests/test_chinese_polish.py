@@ -10,7 +10,7 @@ from collections import defaultdict
 from urllib.parse import urlsplit
 
 import pytest
-from bs4 import BeautifulSoup
+from bs4 import BeautifulSoup, Comment
 from tests.conftest import REPO
 from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
 
@@ -95,11 +95,11 @@ def test_no_space_follows_full_width_punctuation_in_the_sources(page):
 
 
 def reading_text(document):
-    """The text of a page's article as a reader reads it: without code, scripts and styles."""
+    """The text of a page's article as a reader reads it: without code, scripts, styles and hidden English."""
     article = document.select_one("article.bd-article")
-    for element in article.select("pre, script, style, .ane-fallback [lang=en]"):
-        element.decompose()
-    return article.get_text()
+    return "".join(text for text in article.find_all(string=True) if not isinstance(text, Comment)
+                   and not any(parent.name in ("pre", "script", "style") or parent.get("lang") == "en"
+                               for parent in text.parents))
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +110,9 @@ def chinese_pages(book, zh_book):
 
 
 @pytest.fixture(scope="module")
-def chinese_texts(book, zh_book):
-    """page path -> the text of its Chinese article (a separate parse: reading_text removes elements)."""
-    return {str(page.with_suffix(".html")): reading_text(BeautifulSoup(
-        (book.html / "zh" / page.with_suffix(".html")).read_text(encoding="utf-8"), "html.parser")) for page in PAGES}
+def chinese_texts(chinese_pages):
+    """page path -> the text of its Chinese article."""
+    return {page: reading_text(document) for page, document in chinese_pages.items()}
 
 
 def test_chinese_captions_start_with_the_number_and_a_full_width_colon(chinese_pages):
