@@ -8,6 +8,8 @@
 - Formulas out of the Tab order: MathJax 3 makes every formula focusable (for its menu), which put
   108 Tab stops before the explorer of chapter 2. Its menu stays on a right click.
 
+- Copy buttons only on code a reader would copy: sphinx-copybutton put one on every printed output
+  too, each one more Tab stop.
 - Tables: the first column of every table names its row, so its cells are row headers
   (``<th scope="row">``), and a ✔ or ✘ cell also says "yes" or "no" (是/否) in words a screen
   reader reads (WCAG 1.3.1 Info and Relationships, 1.1.1 Non-text Content).
@@ -25,6 +27,8 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.writers.html5 import HTML5Translator
 
 MATHJAX_OPTIONS = {"menuOptions": {"settings": {"inTabOrder": False}}}
+# sphinx-copybutton's default is "div.highlight pre"; a cell's printed output sits in a div.output.
+COPYBUTTON_SELECTOR = "div:not(.output) > div.highlight pre"
 
 
 def visit_hide_cell_input(self, node):
@@ -71,8 +75,9 @@ def visit_entry(self, node):
         self.body[-1] = '<th scope="row" ' + self.body[-1][len("<th "):]
 
 
-def keep_formulas_out_of_tab_order(app, config):
-    """Add MathJax's ``inTabOrder: false`` to whatever ``mathjax3_config`` Jupyter Book sets."""
+def fewer_tab_stops(app, config):
+    """MathJax's ``inTabOrder: false``, added to whatever ``mathjax3_config`` Jupyter Book sets; no copy
+    button on outputs."""
     mathjax = dict(config.mathjax3_config or {})
     options = dict(mathjax.get("options", {}))
     menu = dict(options.get("menuOptions", {}))
@@ -80,11 +85,12 @@ def keep_formulas_out_of_tab_order(app, config):
     options["menuOptions"] = menu
     mathjax["options"] = options
     config.mathjax3_config = mathjax
+    config.copybutton_selector = COPYBUTTON_SELECTOR
 
 
 def setup(app):
     app.add_node(HideCodeCellNode, override=True, html=(visit_hide_cell_input, depart_HideCellInput))
     app.add_node(nodes.entry, override=True, html=(visit_entry, HTML5Translator.depart_entry))
     app.add_post_transform(TableHeaders)
-    app.connect("config-inited", keep_formulas_out_of_tab_order, priority=900)
+    app.connect("config-inited", fewer_tab_stops, priority=400)  # before sphinx-copybutton reads its selector
     return {"parallel_read_safe": True, "parallel_write_safe": True}
