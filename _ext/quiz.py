@@ -143,13 +143,11 @@ def spoken(tex: str) -> str:
             return " "
         if char is not None:
             return char
-        if command in ("sqrt",):
-            inner = group()
-            return "√" + (inner if len(inner) == 1 else f"({inner})")
+        if command == "sqrt":
+            return "√" + bracket(group())
         if command in ("frac", "dfrac", "tfrac"):
             top, bottom = group(), group()
-            wrap = lambda part: part if len(part) == 1 else f"({part})"  # noqa: E731
-            return f"{wrap(top)}/{wrap(bottom)}"
+            return f"{bracket(top)}/{bracket(bottom)}"
         if command in STYLES:
             inner = group()
             return "".join(STYLES[command].get(letter, letter) for letter in inner)
@@ -159,10 +157,13 @@ def spoken(tex: str) -> str:
             return group() + ACCENTS[command]
         return SYMBOLS.get(command, command)
 
+    def bracket(text: str) -> str:  # "√ϵ" but "√(σ² + ϵ)"
+        return text if len(text) == 1 else f"({text})"
+
     def script(text: str, table: dict, mark: str) -> str:  # x² where Unicode has the digits, else x^(...)
         if text and all(ch in table for ch in text):
             return "".join(table[ch] for ch in text)
-        return mark + (text if len(text) == 1 else f"({text})")
+        return mark + bracket(text)
 
     def sequence(until=None) -> str:
         nonlocal position
