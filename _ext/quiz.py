@@ -14,11 +14,17 @@ One directive is one multiple-choice question. Its body is YAML::
 
 ``question`` and every ``why`` are MyST Markdown, every ``text`` is inline MyST. A quiz
 needs at least two answers, exactly one of them right, and an explanation for each:
-anything else fails the (strict) build. _static/quiz.js shows, when a reader picks an
-answer, whether it is right, with an icon and a word rather than colour alone, and the
-explanation of that answer. Nothing is graded, sent or stored.
+anything else fails the (strict) build. A reader picks an answer (with the mouse, or with
+the arrow keys, which move through the answers without judging them), then presses Check (or
+Enter); _static/quiz.js then shows whether it is right, with an icon and a word rather than
+colour alone, and the explanation of that answer. Nothing is graded, sent or stored.
+
+A formula in an answer is named by a plain-text form of its TeX (``spoken``), so that the
+answer's accessible name keeps it: "at least √ϵ", not the "at least ϵ" that a browser makes of
+MathJax's MathML.
 """
 
+import re
 from dataclasses import dataclass
 
 import yaml
@@ -31,8 +37,8 @@ LETTERS = "ABCDEFGH"  # answers are labelled A., B., ...
 
 # The words the quiz itself says, in each edition's language (the build's ``language``).
 WORDS = {
-    "en": {"question": "Question {number}", "right": "Right.", "wrong": "Not quite."},
-    "zh": {"question": "第 {number} 题", "right": "答对了。", "wrong": "还不对。"},
+    "en": {"question": "Question {number}", "right": "Right.", "wrong": "Not quite.", "check": "Check"},
+    "zh": {"question": "第 {number} 题", "right": "答对了。", "wrong": "还不对。", "check": "核对答案"},
 }
 
 
@@ -86,6 +92,101 @@ def parse_quiz(body: str) -> Quiz:
     return Quiz(data["question"].strip(), tuple(answers))
 
 
+# ---- formulas as plain text, for the accessible name of an answer ---------------------------
+
+SYMBOLS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ϵ", "varepsilon": "ε", "eta": "η",
+    "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ",
+    "omega": "ω", "Sigma": "Σ", "Delta": "Δ", "cdot": "·", "times": "×", "leftarrow": "←", "rightarrow": "→",
+    "to": "→", "leq": "≤", "geq": "≥", "le": "≤", "ge": "≥", "neq": "≠", "approx": "≈", "infty": "∞",
+    "lVert": "‖", "rVert": "‖", "Vert": "‖", "lvert": "|", "rvert": "|", "sum": "∑", "partial": "∂",
+    "nabla": "∇", "in": "∈", "odot": "⊙", "ldots": "…", "dots": "…", "quad": " ", "qquad": " ",
+    ",": " ", ";": " ", "!": "", " ": " ", "{": "{", "}": "}", "left": "", "right": "", "big": "", "Big": "",
+}
+STYLES = {"mathbb": {"E": "𝔼", "R": "ℝ"}}
+ACCENTS = {"hat": "\u0302", "bar": "\u0304", "tilde": "\u0303", "vec": "\u20d7"}
+SUPERSCRIPTS = dict(zip("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ"))
+SUBSCRIPTS = dict(zip("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎"))
+TOKEN = re.compile(r"\\([A-Za-z]+|.)|([{}^_])|(\s+)|(.)", re.S)
+
+
+def spoken(tex: str) -> str:
+    """A plain-text form of an inline TeX formula: ``\\sqrt{\\epsilon}`` -> "√ϵ", ``x^2`` -> "x²".
+
+    Enough for the formulas of the quizzes (Greek letters, roots, fractions, norms, accents,
+    scripts, ``\\mathrm``); an unknown command keeps its name without the backslash.
+    """
+    tokens = list(TOKEN.finditer(tex))
+    position = 0
+
+    def group() -> str:  # one argument: {...} or a single token
+        nonlocal position
+        while position < len(tokens) and tokens[position].group(3):  # "\\sqrt x", "x^ 2"
+            position += 1
+        if position < len(tokens) and tokens[position].group(2) == "{":
+            position += 1
+            return sequence(until="}")
+        return atom()
+
+    def atom() -> str:
+        nonlocal position
+        if position >= len(tokens):
+            return ""
+        token = tokens[position]
+        position += 1
+        command, brace, space, char = token.groups()
+        if brace == "{":
+            return sequence(until="}")
+        if brace is not None:  # a stray "}" or a script without a base
+            return ""
+        if space is not None:
+            return " "
+        if char is not None:
+            return char
+        if command == "sqrt":
+            return "√" + bracket(group())
+        if command in ("frac", "dfrac", "tfrac"):
+            top, bottom = group(), group()
+            return f"{bracket(top)}/{bracket(bottom)}"
+        if command in STYLES:
+            inner = group()
+            return "".join(STYLES[command].get(letter, letter) for letter in inner)
+        if command in ("mathrm", "mathbf", "mathit", "text", "operatorname", "mathcal", "boldsymbol"):
+            return group()
+        if command in ACCENTS:
+            return group() + ACCENTS[command]
+        return SYMBOLS.get(command, command)
+
+    def bracket(text: str) -> str:  # "√ϵ" but "√(σ² + ϵ)"
+        return text if len(text) == 1 else f"({text})"
+
+    def script(text: str, table: dict, mark: str) -> str:  # x² where Unicode has the digits, else x^(...)
+        if text and all(ch in table for ch in text):
+            return "".join(table[ch] for ch in text)
+        return mark + bracket(text)
+
+    def sequence(until=None) -> str:
+        nonlocal position
+        out = ""
+        while position < len(tokens):
+            token = tokens[position]
+            if until and token.group(2) == until:
+                position += 1
+                return out
+            if token.group(2) in ("^", "_"):
+                position += 1
+                argument = group()
+                if token.group(2) == "^":
+                    out += script(argument, SUPERSCRIPTS, "^")
+                else:
+                    out += script(argument, SUBSCRIPTS, "_")
+                continue
+            out += atom()
+        return out
+
+    return re.sub(r"\s+", " ", sequence()).strip()
+
+
 # ---- doctree nodes, rendered as HTML by the visitors below -----------------------------------
 
 
@@ -103,6 +204,10 @@ class quiz_answers(nodes.General, nodes.Element):
 
 class quiz_answer(nodes.General, nodes.Element):
     """One answer's label: attributes ``quiz_id``, ``index``, ``right``."""
+
+
+class quiz_math(nodes.General, nodes.Element):
+    """A formula in an answer, named by its plain-text form: attribute ``spoken``."""
 
 
 class quiz_feedbacks(nodes.General, nodes.Element):
@@ -136,6 +241,10 @@ class QuizDirective(SphinxDirective):
             inline, messages = self.state.inline_text(answer.text, self.lineno)
             label.extend(inline)
             label.extend(messages)
+            for formula in list(label.findall(nodes.math)):
+                named = quiz_math(spoken=spoken(formula.astext()))
+                formula.replace_self(named)
+                named += formula
             answers += label
         node += answers
 
@@ -172,7 +281,17 @@ def visit_quiz_answers(self, node):
 
 
 def depart_quiz_answers(self, node):
-    self.body.append("</fieldset>")
+    # Disabled until an answer is picked: checking nothing has nothing to show.
+    self.body.append(f'</fieldset><button type="button" class="quiz-check" disabled>{words(self)["check"]}</button>')
+
+
+def visit_quiz_math(self, node):
+    # role="img": the name is the plain-text form, and MathJax's output inside is one picture.
+    self.body.append(f'<span class="quiz-math" role="img" aria-label="{self.attval(node["spoken"])}">')
+
+
+def depart_quiz_math(self, node):
+    self.body.append("</span>")
 
 
 def visit_quiz_answer(self, node):
@@ -221,6 +340,7 @@ def setup(app):
         (quiz_question, visit_quiz_question, depart_quiz_question),
         (quiz_answers, visit_quiz_answers, depart_quiz_answers),
         (quiz_answer, visit_quiz_answer, depart_quiz_answer),
+        (quiz_math, visit_quiz_math, depart_quiz_math),
         (quiz_feedbacks, visit_quiz_feedbacks, depart_quiz_feedbacks),
         (quiz_feedback, visit_quiz_feedback, depart_quiz_feedback),
     ]:

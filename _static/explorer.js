@@ -96,6 +96,10 @@
         `the explorer needs ${n} numbers each, so it shows its own vectors.`,
       plus: "plus", equals: "equals", then: "then",
       gap: " ",  // between two sentences
+      // What the one live region says after a reader's change: the change, then its result.
+      changedScale: (g, b) => `γ = ${g}, β = ${b}:`,
+      changedVectors: "New random vectors.",
+      result: (y, cosine) => `y = ${y}; cosine with LayerNorm(x) = ${cosine}.`,
     },
     zh: {
       region: "Add & Norm 交互演示",
@@ -135,6 +139,9 @@
         `交互演示每个向量需要 ${n} 个数，因此显示它自己的向量。`,
       plus: "加", equals: "等于", then: "然后",
       gap: "",
+      changedScale: (g, b) => `γ = ${g}，β = ${b}：`,
+      changedVectors: "换了一组随机向量。",
+      result: (y, cosine) => `y = ${y}；与 LayerNorm(x) 的余弦相似度 = ${cosine}。`,
     },
   };
   const T = WORDS[(document.documentElement.lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en"];
@@ -258,22 +265,24 @@
       this.newButton = el("button", { type: "button", class: "ane-button ane-new", text: T.newVector });
       const slider = (name, label, min, max, value) => {
         const input = el("input", { type: "range", id: `${id}-${name}`, min, max, step: 0.1, value, class: `ane-${name}` });
-        const output = el("output", { for: `${id}-${name}`, class: `ane-${name}-value`, text: value.toFixed(1) });
+        // An <output> is a live region of its own: off, the announcement says the value.
+        const output = el("output", { for: `${id}-${name}`, class: `ane-${name}-value`, "aria-live": "off", text: value.toFixed(1) });
         return [el("div", { class: "ane-slider" }, [el("label", { for: `${id}-${name}`, text: label }), input, output]), input, output];
       };
       let gammaBox, betaBox;
       [gammaBox, this.gammaInput, this.gammaOutput] = slider("gamma", T.gamma, 0.1, 3.0, 1.0);
       [betaBox, this.betaInput, this.betaOutput] = slider("beta", T.beta, -2.0, 2.0, 0.0);
 
-      this.instabilityButton.addEventListener("click", () => { this.unstable = !this.unstable; this.update(); });
-      this.residualButton.addEventListener("click", () => { this.residual = !this.residual; this.update(); });
+      // Each change of a control is announced once, in one sentence (see announce).
+      this.instabilityButton.addEventListener("click", () => { this.unstable = !this.unstable; this.update("status"); });
+      this.residualButton.addEventListener("click", () => { this.residual = !this.residual; this.update("status"); });
       this.newButton.addEventListener("click", () => {
         this.x = randomToken(this.x.length);
         this.fx = randomToken(this.fx.length);
-        this.update();
+        this.update("vectors");
       });
-      this.gammaInput.addEventListener("input", () => { this.gamma = Number(this.gammaInput.value); this.update(); });
-      this.betaInput.addEventListener("input", () => { this.beta = Number(this.betaInput.value); this.update(); });
+      this.gammaInput.addEventListener("input", () => { this.gamma = Number(this.gammaInput.value); this.update("scale"); });
+      this.betaInput.addEventListener("input", () => { this.beta = Number(this.betaInput.value); this.update("scale"); });
 
       // Stage A: x + F(x) = sum. Stage B: statistics, normalize, scale and shift.
       this.charts = {
@@ -286,10 +295,12 @@
       };
       const c = this.charts;
       const op = (symbol, name) => el("div", { class: "ane-op", "aria-hidden": "true", title: name, text: symbol });
-      this.statsLine = el("p", { class: "ane-stats-line", "aria-live": "polite" });
-      this.cosineLine = el("p", { class: "ane-cosine-line", "aria-live": "polite" });
+      this.statsLine = el("p", { class: "ane-stats-line" });
+      this.cosineLine = el("p", { class: "ane-cosine-line" });
       this.legend = el("p", { class: "ane-legend" });
-      this.status = el("p", { class: "ane-status", role: "status" });
+      this.status = el("p", { class: "ane-status" });
+      // The one live region: a screen reader hears one sentence per change, not every line that moved.
+      this.announcer = el("p", { class: "ane-announcer addnorm-sr-only", role: "status" });
       this.message = el("p", { class: "ane-message", hidden: "" });
 
       root.append(
@@ -299,6 +310,7 @@
           el("div", { class: "ane-sliders" }, [gammaBox, betaBox]),
         ]),
         this.status,
+        this.announcer,
         this.message,
         el("section", { class: "ane-stage", "aria-labelledby": `${id}-a` }, [
           el("h3", { id: `${id}-a`, class: "ane-stage-title", text: T.stageA }),
@@ -335,7 +347,7 @@
       });
     }
 
-    update() {
+    update(change = null) {
       const s = this.stages();
       const c = this.charts, f = this.fills, k = this.factor;
       const fx = this.unstable ? `${k} F(x)` : "F(x)";
@@ -390,6 +402,18 @@
         ? T.legend
         : "";
       this.legend.hidden = !changed;
+      if (change) this.announce(change, s, cosine);
+    }
+
+    announce(change, s, cosine) {
+      const k = this.factor;
+      const what = {
+        status: [this.unstable ? T.statusUnstable(k) : T.statusStable, this.residual ? T.statusResidual : T.statusNoResidual].join(T.gap),
+        scale: T.changedScale(this.gamma.toFixed(1), this.beta.toFixed(1)),
+        vectors: T.changedVectors,
+      }[change];
+      const space = what.endsWith("：") || what.endsWith("。") ? "" : " ";
+      this.announcer.textContent = what + space + T.result(s.y.map((v) => fmt(v, 2)).join(", "), cosine);
     }
 
     state() {

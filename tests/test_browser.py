@@ -362,9 +362,12 @@ def test_charts_are_labelled_images_listing_their_values(explorer):
         assert label.startswith("img ") and len(re.findall(r"-?\d+\.\d\d", label)) == 5
 
 
-def test_statistics_are_announced_to_screen_readers(explorer):
-    assert explorer.locator(".ane-stats-line").get_attribute("aria-live") == "polite"
-    assert explorer.locator(".ane-status").get_attribute("role") == "status"
+def test_a_change_is_announced_in_one_sentence_of_one_live_region(explorer):
+    press(explorer, "instability")
+    assert explorer.locator(".ane-announcer").get_attribute("role") == "status"
+    said = explorer.locator(".ane-announcer").text_content()
+    assert said.startswith("F(x) is multiplied by 10. Residual connection on. y = ")
+    assert explorer.locator(".addnorm-explorer [aria-live=polite]").count() == 0
 
 
 def test_unstable_sum_differs_by_pattern_not_only_by_colour(explorer):
@@ -415,10 +418,12 @@ def plain_words(markdown, count=6):
 
 
 @pytest.mark.parametrize("stem, number, index, answer", QUIZ_ANSWERS)
-def test_picking_an_answer_shows_its_verdict_and_its_explanation(chapter_page, stem, number, index, answer):
+def test_checking_an_answer_shows_its_verdict_and_its_explanation(chapter_page, stem, number, index, answer):
     page = chapter_page(stem)
     quiz = page.locator(f"#quiz-{number}")
     quiz.locator(f'label[for="quiz-{number}-{index}"]').click()
+    assert quiz.locator(".quiz-feedback:visible").count() == 0  # picking is not checking
+    quiz.get_by_role("button", name="Check").click()
     visible = quiz.locator(".quiz-feedback:visible")
     assert visible.count() == 1
     assert visible.get_attribute("data-index") == str(index)
@@ -470,6 +475,7 @@ def test_screenshots_of_the_explorer_and_a_quiz_are_saved(visit, width, label):
     explorer.screenshot(path=ARTIFACTS / f"explorer-unstable-{label}.png")
     quiz = page.locator("#quiz-5")
     quiz.locator("label").first.click()
+    quiz.locator(".quiz-check").click()
     quiz.screenshot(path=ARTIFACTS / f"quiz-{label}.png")
     for name in (f"explorer-{label}.png", f"explorer-unstable-{label}.png", f"quiz-{label}.png"):
         data = (ARTIFACTS / name).read_bytes()

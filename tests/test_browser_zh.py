@@ -90,11 +90,12 @@ QUIZ_ANSWERS = [
 
 
 @pytest.mark.parametrize("stem, number, index, right", QUIZ_ANSWERS)
-def test_picking_an_answer_gives_its_verdict_and_explanation_in_chinese(opened, stem, number, index, right):
+def test_checking_an_answer_gives_its_verdict_and_explanation_in_chinese(opened, stem, number, index, right):
     page = opened(f"zh/chapters/{stem}.html").page
     quiz = page.locator(f"#quiz-{number}")
     assert quiz.locator(".quiz-number").text_content() == f"第 {number} 题"
     quiz.locator(f'label[for="quiz-{number}-{index}"]').click()
+    quiz.get_by_role("button", name="核对答案").click()
     visible = quiz.locator(".quiz-feedback:visible")
     assert visible.count() == 1 and visible.get_attribute("data-index") == str(index)
     assert visible.locator(".quiz-verdict").text_content() == ("✓ 答对了。" if right else "✗ 还不对。")

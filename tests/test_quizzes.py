@@ -9,7 +9,7 @@ import pytest
 from bs4 import BeautifulSoup
 from tools.book_build import build_book
 from tests.conftest import REPO, make_mini_book, quizzes_in
-from quiz import parse_quiz
+from quiz import parse_quiz, spoken
 
 CHAPTERS = sorted((REPO / "chapters").glob("[0-9][0-9]_*.md"))
 
@@ -168,3 +168,19 @@ def test_built_questions_have_unique_ids_on_their_page(rendered):
     for quizzes in rendered.values():
         ids = [q["id"] for q in quizzes]
         assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("tex, said", [
+    (r"\sqrt{\epsilon}", "√ϵ"),
+    (r"0/0", "0/0"),
+    (r"\eta/\lVert W \rVert^2", "η/‖ W ‖²"),
+    (r"\sqrt{\sigma^2 + \epsilon}", "√(σ² + ϵ)"),
+    (r"x \leftarrow \mathrm{LN}(x + F(x))", "x ← LN(x + F(x))"),
+    (r"\log_{10}(\mathrm{lr}/\mathrm{std}(W))", "log₁₀(lr/std(W))"),
+    (r"\mathbb{E}[x]", "𝔼[x]"),
+    (r"\hat{x}", "x̂"),
+    (r"\frac{1}{2N}", "1/(2N)"),
+    (r"a_m", "a_m"),
+])
+def test_an_answers_formula_is_named_by_a_plain_text_form_that_keeps_it(tex, said):
+    assert spoken(tex) == said
