@@ -48,7 +48,7 @@ CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
 SCALE = 0.85
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "15mm", "right": "15mm"}
 # Chromium's footer template: its font size is its own, 0 unless set. The page number is filled in by
-# Chromium on a sheet of numbered blank pages laid over the book's (see number_pages).
+# Chromium on a sheet of numbered blank pages laid over the book's (see footers).
 FOOTER = ('<div style="width:100%;font-size:8pt;text-align:center;color:#444;'
           'font-family:{font}"><span class="title"></span> · <span class="pageNumber"></span></div>')
 
