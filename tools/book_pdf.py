@@ -222,8 +222,13 @@ def footers(page, edition: Edition, count: int) -> PdfReader:
 # the PDF's Chinese could not be searched or copied as written. Its em dash reads as U+2015 likewise,
 # and in English "fi" and "ff" read as their ligature's code point (U+FB01, U+FB00).
 def readable(text: str) -> str:
-    return "".join(unicodedata.normalize("NFKC", char) if "\u2e80" <= char <= "\u2fdf" or "\ufb00" <= char <= "\ufb06"
-                   else "\u2014" if char == "\u2015" else char for char in text)
+    def as_written(char: str) -> str:
+        if "\u2e80" <= char <= "\u2fdf" or "\ufb00" <= char <= "\ufb06":  # radicals, Latin ligatures
+            return unicodedata.normalize("NFKC", char)
+        return "\u2014" if char == "\u2015" else char
+
+    return "".join(map(as_written, text))
+
 
 HEX = r"<([0-9A-Fa-f]+)>"
 
