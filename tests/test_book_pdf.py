@@ -136,6 +136,21 @@ def test_links_to_the_book_stay_inside_the_pdf(pdf):
     assert local == []
 
 
+def test_links_within_a_page_lead_into_that_page(pdf, starts):
+    """Every chapter has a "References" section: a chapter's link to it leads to its own."""
+    names = pdf.named_destinations
+    astray = []
+    for start, end in zip(starts, [*starts[1:], len(pdf.pages)]):
+        for number in range(start, end):
+            for annotation in pdf.pages[number].get("/Annots", []):
+                annotation = annotation.get_object()
+                if "/Dest" in annotation:
+                    target = pdf.get_destination_page_number(names[str(annotation["/Dest"])])
+                    if not start <= target < end:
+                        astray.append((number + 1, str(annotation["/Dest"]), target + 1))
+    assert astray == []
+
+
 def fonts_of(resources, found: dict) -> None:
     """Every font of ``resources`` and of the forms it draws: {name: glyphs embedded}."""
     resources = resources.get_object()

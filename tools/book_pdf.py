@@ -141,6 +141,23 @@ HEADINGS = """() => [...document.querySelectorAll("h1, h2, h3, h4, h5, h6")]
     })"""
 
 
+# Chromium names the target of a link within the page by its id, and every chapter has a "summary" and a
+# "references": joined into one PDF, those names would all lead to the first chapter's. Prefixing the
+# targets of the page's own links with the page's name keeps them apart (only those: the explorer's
+# charts find their patterns by id).
+OWN_TARGETS = """prefix => {
+    const own = [...document.querySelectorAll('a[href^="#"]')].filter(link => link.getAttribute("href").length > 1);
+    for (const id of new Set(own.map(link => decodeURIComponent(link.getAttribute("href").slice(1))))) {
+        const target = document.getElementById(id);
+        if (target) target.id = `${prefix}-${id}`;
+    }
+    for (const link of own) {
+        const id = decodeURIComponent(link.getAttribute("href").slice(1));
+        if (document.getElementById(`${prefix}-${id}`)) link.setAttribute("href", `#${prefix}-${id}`);
+    }
+}"""
+
+
 @dataclass
 class PrintedPage:
     pdf: PdfReader
@@ -155,6 +172,7 @@ def print_page(page, url: str) -> PrintedPage:
         if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
         await document.fonts.ready;
     }""")
+    page.evaluate(OWN_TARGETS, url.rsplit("/", 1)[-1].removesuffix(".html"))
     pdf = page.pdf(format="A4", margin=MARGIN, scale=SCALE, outline=True, tagged=True)
     return PrintedPage(PdfReader(io.BytesIO(pdf)), page.evaluate(HEADINGS))
 
