@@ -6,7 +6,8 @@ cells are the English ones byte for byte (``tools/editions.py``), so every noteb
 and nothing runs twice. It is built in ``_build/zh/`` and copied to ``_build/html/zh/``, so both
 editions can be hosted side by side.
 
-    python -m tools.book_build        # both editions, strictly, into _build/html and _build/html/zh
+    python -m tools.book_build        # both editions, strictly, into _build/html and _build/html/zh,
+                                      # then each edition's PDF (tools/book_pdf.py)
 
 Shared by the tests (which need one clean build) and the build benchmark.
 """
@@ -133,7 +134,12 @@ def main(argv: list[str]) -> int:
         where = build.html if name == "English" else ROOT / "_build" / "html" / "zh"
         verdict = f"built in {build.seconds:.0f} s: {where}/index.html" if build.returncode == 0 else f"FAILED (exit {build.returncode})"
         print(f"{name} edition {verdict}")
-    return 0 if chinese is not None and chinese.returncode == 0 else 1
+    if chinese is None or chinese.returncode != 0:
+        return 1
+    from tools import book_pdf  # after the build: the tests' builds (build_editions) print no PDF
+
+    print("Printing the whole book to a PDF per edition (about a minute and a half) ...", flush=True)
+    return book_pdf.main()
 
 
 if __name__ == "__main__":
