@@ -1,17 +1,33 @@
-"""Keep the built book self-contained: no script or stylesheet from the network.
+"""Keep the built book self-contained and light: no script or stylesheet from the network, and no
+more on a page than the page uses.
 
-Jupyter Book always loads sphinx-thebe, which embeds the address of thebe's
-JavaScript on a CDN even when live code is switched off (as it is here). This
-extension drops thebe's assets from every page and turns any other external
-script or stylesheet into a build warning, so the strict build (-W) fails
-rather than ship a page that needs the network.
+Jupyter Book always loads sphinx-thebe, which embeds the address of thebe's JavaScript on a CDN
+even when live code is switched off (as it is here). This extension drops thebe's assets from every
+page and turns any other external script or stylesheet into a build warning, so the strict build
+(-W) fails rather than ship a page that needs the network.
+
+It also makes pages lighter for a reader on a cold cache:
+
+- ``templates/layout.html`` overrides two blocks of the theme's page: no Font Awesome JavaScript
+  (the theme's stylesheet draws the same icons from its web fonts), and Sphinx's search index only
+  on the search page;
+- MathJax (served from ``_static/mathjax`` by sphinx-mathjax-offline) is loaded as the components a
+  page with formulas needs, TeX in and CommonHTML out plus the hidden MathML that screen readers
+  read, rather than ``tex-chtml.js``, which also bundles MathJax's contextual menu (0.4 MB, and it
+  puts every formula in the Tab order). Formulas are typeset by the same input and output code, in
+  the same fonts. Pages without formulas load no MathJax at all (Sphinx's own rule).
 """
+
+from pathlib import Path
 
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
+HERE = Path(__file__).resolve().parent
 THEBE_MARKERS = ("THEBE_JS_URL", "sphinx-thebe.js")
+MATHJAX_STARTUP = "mathjax/startup.js"  # MathJax's loader; it fetches the components below and what they need
+MATHJAX_COMPONENTS = ["input/tex", "output/chtml", "a11y/assistive-mml"]
 
 
 def _is_thebe(asset) -> bool:
@@ -38,7 +54,22 @@ def keep_assets_local(app, pagename, templatename, context, doctree):
         context[key] = assets
 
 
+def load_less(app, config):
+    """The lighter page template, and MathJax as the components pages need."""
+    templates = str(HERE / "templates")
+    if templates not in config.templates_path:
+        config.templates_path.append(templates)
+    config.mathjax_path = MATHJAX_STARTUP
+    mathjax = dict(config.mathjax3_config or {})
+    loader = dict(mathjax.get("loader", {}))
+    loader["load"] = [*loader.get("load", []), *(c for c in MATHJAX_COMPONENTS if c not in loader.get("load", []))]
+    mathjax["loader"] = loader
+    config.mathjax3_config = mathjax
+
+
 def setup(app):
+    # After sphinx-mathjax-offline's setup() has set mathjax_path to its tex-chtml.js.
+    app.connect("config-inited", load_less, priority=900)
     # Run after sphinx-book-theme and sphinx-thebe have added their assets.
     app.connect("html-page-context", keep_assets_local, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
