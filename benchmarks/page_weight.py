@@ -5,8 +5,8 @@
 Serves the built site (both editions, the Chinese one under ``zh/``) on 127.0.0.1 and opens every
 page in Debian's Chromium, each in a fresh browser context (an empty cache), started as the browser
 tests start it. A page's weight is the sum of the response bodies of every request it makes until
-the network has been idle for half a second, so what scripts load later (MathJax's components and
-fonts) counts. Prints a table of the bytes per page by kind (HTML, JS, CSS, fonts, images, other),
+it has loaded, MathJax has typeset it and every font it uses has arrived, so what scripts load
+later (MathJax's components and fonts) counts. Prints a table of the bytes per page by kind (HTML, JS, CSS, fonts, images, other),
 writes benchmarks/results/page_weight.json, and exits 1 if a chapter page weighs more than
 1.5 MB (1,500,000 bytes) or any request fails.
 """
@@ -30,6 +30,8 @@ from tools.book_build import ROOT
 CHAPTER_BUDGET = 1_500_000  # bytes transferred by a chapter page on a cold cache
 KINDS = {"document": "HTML", "script": "JS", "stylesheet": "CSS", "font": "fonts", "image": "images"}
 COLUMNS = ("HTML", "JS", "CSS", "fonts", "images", "other")
+SETTLED = "async () => { await window.MathJax?.startup?.promise; await document.fonts.ready; }"
+FETCHED = "performance.getEntriesByType('resource').filter(e => !e.name.startsWith('data:')).length"
 CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -38,16 +40,28 @@ CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
 
 @dataclass
 class Weight:
-    """What one page downloaded: bytes by kind, and the requests that failed or left localhost."""
+    """What one page downloaded (address, kind, bytes), and the requests that failed or left localhost."""
 
     path: str
-    by_kind: Counter = field(default_factory=Counter)
+    downloads: list[tuple[str, str, int]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
 
     @property
+    def by_kind(self) -> Counter:
+        kinds = Counter()
+        for _, kind, size in self.downloads:
+            kinds[kind] += size
+        return kinds
+
+    @property
     def total(self) -> int:
-        return sum(self.by_kind.values())
+        return sum(size for _, _, size in self.downloads)
+
+    @property
+    def files(self) -> set[str]:
+        """The file names it downloaded, without folder or query: {"startup.js", "searchindex.js", ...}."""
+        return {urlsplit(url).path.rsplit("/", 1)[-1] for url, _, _ in self.downloads}
 
 
 def pages(site: Path) -> list[str]:
@@ -84,11 +98,16 @@ def weigh(browser: Browser, url: str, path: str) -> Weight:
     page.on("requestfailed", lambda request: weight.failed.append(f"{request.url} ({request.failure})"))
     page.on("response", lambda response: response.status >= 400 and weight.failed.append(
         f"{response.url} (HTTP {response.status})"))
-    page.goto(url, wait_until="networkidle")
+    page.goto(url, wait_until="load")
+    page.evaluate(SETTLED)
+    fetched = page.evaluate(FETCHED)  # what the page has received; its last events may still be on their way
+    while len(finished) < fetched + 1:  # + 1: the page itself
+        page.wait_for_event("requestfinished", timeout=10_000)
     for request in finished:
         if urlsplit(request.url).scheme in ("data", "blob"):
             continue
-        weight.by_kind[KINDS.get(request.resource_type, "other")] += request.sizes()["responseBodySize"]
+        weight.downloads.append(
+            (request.url, KINDS.get(request.resource_type, "other"), request.sizes()["responseBodySize"]))
     context.close()
     return weight
 
