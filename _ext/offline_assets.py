@@ -11,6 +11,10 @@ It also makes pages lighter for a reader on a cold cache:
 - ``templates/layout.html`` overrides two blocks of the theme's page: no Font Awesome JavaScript
   (the theme's stylesheet draws the same icons from its web fonts), and Sphinx's search index only
   on the search page;
+- those web fonts (0.27 MB) are cut down to the icons the built pages and the theme's scripts name
+  (``fa-github``, ``fa-bars``, ...): ``_static/icons.css`` declares the two font faces again, after
+  the theme's stylesheet, from the subsets this extension writes to ``_static/icons/`` when the build
+  has finished;
 - MathJax (served from ``_static/mathjax`` by sphinx-mathjax-offline) is loaded as the components a
   page with formulas needs, TeX in and CommonHTML out plus the hidden MathML that screen readers
   read, rather than ``tex-chtml.js``, which also bundles MathJax's contextual menu (0.4 MB, and it
@@ -18,8 +22,10 @@ It also makes pages lighter for a reader on a cold cache:
   the same fonts. Pages without formulas load no MathJax at all (Sphinx's own rule).
 """
 
+import re
 from pathlib import Path
 
+from fontTools import subset
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -28,6 +34,9 @@ HERE = Path(__file__).resolve().parent
 THEBE_MARKERS = ("THEBE_JS_URL", "sphinx-thebe.js")
 MATHJAX_STARTUP = "mathjax/startup.js"  # MathJax's loader; it fetches the components below and what they need
 MATHJAX_COMPONENTS = ["input/tex", "output/chtml", "a11y/assistive-mml"]
+ICON_FONTS = {"fa-solid-900.ttf": "solid.woff", "fa-brands-400.ttf": "brands.woff"}  # as _static/icons.css names them
+ICON_NAME = re.compile(r"\bfa-[a-z0-9-]+")
+ICON_RULE = re.compile(r"([^{}]+)\{content:\"\\([0-9a-f]+)\"\}")  # .fa-bars:before{content:"\f0c9"}
 
 
 def _is_thebe(asset) -> bool:
@@ -67,9 +76,38 @@ def load_less(app, config):
     config.mathjax3_config = mathjax
 
 
+def icons_in_use(outdir: Path) -> set[int]:
+    """Code points of the Font Awesome icons that the built pages and the theme's scripts name."""
+    names = set()
+    for path in [*outdir.rglob("*.html"), *(outdir / "_static" / "scripts").glob("*.js")]:
+        names |= set(ICON_NAME.findall(path.read_text(encoding="utf-8", errors="ignore")))
+    css = (outdir / "_static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    return {int(code, 16) for selectors, code in ICON_RULE.findall(css)
+            if any(s.strip().removesuffix(":before") in {f".{n}" for n in names} for s in selectors.split(","))}
+
+
+def subset_icon_fonts(app, exception):
+    """Write _static/icons/{solid,brands}.woff: the theme's icon fonts with only the icons in use."""
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    codes = icons_in_use(outdir)
+    webfonts = outdir / "_static" / "vendor" / "fontawesome" / "webfonts"  # as the theme ships them
+    (outdir / "_static" / "icons").mkdir(exist_ok=True)
+    options = subset.Options(flavor="woff", layout_features=[], name_IDs=["*"], notdef_outline=True)
+    for source, name in ICON_FONTS.items():
+        font = subset.load_font(str(webfonts / source), options)
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=codes)
+        subsetter.subset(font)
+        subset.save_font(font, str(outdir / "_static" / "icons" / name), options)
+
+
 def setup(app):
     # After sphinx-mathjax-offline's setup() has set mathjax_path to its tex-chtml.js.
     app.connect("config-inited", load_less, priority=900)
     # Run after sphinx-book-theme and sphinx-thebe have added their assets.
     app.connect("html-page-context", keep_assets_local, priority=900)
+    app.connect("build-finished", subset_icon_fonts)
+    app.add_css_file("icons.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
