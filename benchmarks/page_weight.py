@@ -7,11 +7,14 @@ page in Debian's Chromium, each in a fresh browser context (an empty cache), sta
 tests start it. A page's weight is the sum of the response bodies of every request it makes until
 it has loaded, MathJax has typeset it and every font it uses has arrived, so what scripts load
 later (MathJax's components and fonts) counts. Prints a table of the bytes per page by kind (HTML, JS, CSS, fonts, images, other),
-writes benchmarks/results/page_weight.json, and exits 1 if a chapter page weighs more than
-1.5 MB (1,500,000 bytes) or any request fails.
+with what the page would transfer from a host that gzips HTML, JavaScript and CSS (as GitHub Pages
+does; the local server sends them as they are), writes benchmarks/results/page_weight.json, and
+exits 1 if a chapter page weighs more than 1.5 MB (1,500,000 bytes, uncompressed) or any request
+fails.
 """
 
 import functools
+import gzip
 import json
 import shutil
 import sys
@@ -21,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from playwright.sync_api import Browser, sync_playwright
 
@@ -31,7 +34,7 @@ CHAPTER_BUDGET = 1_500_000  # bytes transferred by a chapter page on a cold cach
 KINDS = {"document": "HTML", "script": "JS", "stylesheet": "CSS", "font": "fonts", "image": "images"}
 COLUMNS = ("HTML", "JS", "CSS", "fonts", "images", "other")
 SETTLED = "async () => { await window.MathJax?.startup?.promise; await document.fonts.ready; }"
-FETCHED = "performance.getEntriesByType('resource').filter(e => !e.name.startsWith('data:')).length"
+FETCHED = "performance.getEntriesByType('resource').map(e => e.name).filter(n => n.startsWith(location.origin))"
 CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -100,8 +103,8 @@ def weigh(browser: Browser, url: str, path: str) -> Weight:
         f"{response.url} (HTTP {response.status})"))
     page.goto(url, wait_until="load")
     page.evaluate(SETTLED)
-    fetched = page.evaluate(FETCHED)  # what the page has received; its last events may still be on their way
-    while len(finished) < fetched + 1:  # + 1: the page itself
+    # What the page has received from this site: the last of those events may still be on their way.
+    while set(page.evaluate(FETCHED)) - {request.url for request in finished}:
         page.wait_for_event("requestfinished", timeout=10_000)
     for request in finished:
         if urlsplit(request.url).scheme in ("data", "blob"):
@@ -129,11 +132,26 @@ def served(site: Path):
         server.server_close()
 
 
-def table(weights: list[Weight]) -> str:
+COMPRESSED = (".html", ".js", ".css", ".svg", ".json")  # what a static host such as GitHub Pages gzips
+
+
+@functools.cache
+def gzipped_size(file: Path) -> int:
+    data = file.read_bytes()
+    return len(gzip.compress(data, 6)) if file.suffix in COMPRESSED else len(data)
+
+
+def gzipped(weight: Weight, site: Path) -> int:
+    """What the page would transfer from a host that gzips text (level 6); fonts and images as they are."""
+    return sum(gzipped_size(site / unquote(urlsplit(url).path).lstrip("/")) for url, _, _ in weight.downloads)
+
+
+def table(weights: list[Weight], site: Path) -> str:
     kb = lambda n: f"{n / 1000:,.0f}"  # noqa: E731
-    lines = [f"{'page':46} {'total kB':>9} " + " ".join(f"{c:>7}" for c in COLUMNS)]
+    lines = [f"{'page':46} {'total kB':>9} " + " ".join(f"{c:>7}" for c in COLUMNS) + f" {'gzip kB':>8}"]
     for w in weights:
-        lines.append(f"{w.path:46} {kb(w.total):>9} " + " ".join(f"{kb(w.by_kind[c]):>7}" for c in COLUMNS))
+        lines.append(f"{w.path:46} {kb(w.total):>9} " + " ".join(f"{kb(w.by_kind[c]):>7}" for c in COLUMNS)
+                     + f" {kb(gzipped(w, site)):>8}")
     return "\n".join(lines)
 
 
@@ -147,7 +165,7 @@ def main(argv: list[str]) -> int:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         weights = [weigh(browser, base + path, path) for path in pages(site)]
         browser.close()
-    print(table(weights))
+    print(table(weights, site))
     chapters = [w for w in weights if is_chapter(w.path)]
     heaviest = max(chapters, key=lambda w: w.total)
     print(f"\nchapter pages: {min(w.total for w in chapters) / 1e6:.2f}-{heaviest.total / 1e6:.2f} MB "
@@ -157,7 +175,8 @@ def main(argv: list[str]) -> int:
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
     (results / "page_weight.json").write_text(json.dumps(
-        {w.path: {"total": w.total, **{c: w.by_kind[c] for c in COLUMNS}} for w in weights}, indent=2) + "\n")
+        {w.path: {"total": w.total, **{c: w.by_kind[c] for c in COLUMNS}, "gzip": gzipped(w, site)}
+         for w in weights}, indent=2) + "\n")
     return 0 if heaviest.total <= CHAPTER_BUDGET and not problems else 1
 
 
