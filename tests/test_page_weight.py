@@ -6,6 +6,7 @@ of every response until the network is idle and MathJax has typeset the page wit
 """
 
 import pytest
+from fontTools.ttLib import TTFont
 from tests.conftest import REPO
 from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
 
@@ -67,6 +68,26 @@ def test_header_search_field_leads_to_results_on_the_search_page(visit, edition)
     results = page.locator("#search-results ul.search li a")
     results.first.wait_for()
     assert any("05_rmsnorm" in href for href in results.evaluate_all("links => links.map(a => a.href)"))
+
+
+ICONS = """() => [...document.querySelectorAll(':is(i, span)[class*="fa-"]')]
+  .map(icon => [icon.className, getComputedStyle(icon, '::before').content])"""
+
+
+@pytest.fixture(scope="module")
+def icon_font_code_points(book):
+    """Every code point the book's cut-down icon fonts hold."""
+    fonts = [TTFont(book.html / "_static" / "icons" / name) for name in ("solid.woff", "brands.woff")]
+    return set().union(*(font.getBestCmap() for font in fonts))
+
+
+@pytest.mark.parametrize("edition", ["", "zh/"])
+def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(visit, icon_font_code_points, edition):  # noqa: F811
+    """Sidebar toggle, search, launch, GitHub, download and its menu, full screen, colour mode, contents, ..."""
+    icons = visit(f"{edition}chapters/02_layer_normalization.html").page.evaluate(ICONS)
+    assert len(icons) >= 15
+    assert [name for name, content in icons if content in ("none", "normal")] == []  # each has its glyph's rule
+    assert [name for name, content in icons if ord(content.strip('"')) not in icon_font_code_points] == []
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
