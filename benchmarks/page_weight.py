@@ -6,11 +6,11 @@ Serves the built site (both editions, the Chinese one under ``zh/``) on 127.0.0.
 page in Debian's Chromium, each in a fresh browser context (an empty cache), started as the browser
 tests start it. A page's weight is the sum of the response bodies of every request it makes until
 it has loaded, MathJax has typeset it and every font it uses has arrived, so what scripts load
-later (MathJax's components and fonts) counts. Prints a table of the bytes per page by kind (HTML, JS, CSS, fonts, images, other),
-with what the page would transfer from a host that gzips HTML, JavaScript and CSS (as GitHub Pages
-does; the local server sends them as they are), writes benchmarks/results/page_weight.json, and
-exits 1 if a chapter page weighs more than 1.5 MB (1,500,000 bytes, uncompressed) or any request
-fails.
+later (MathJax's components and fonts) counts. Prints a table of the bytes per page by kind (HTML,
+JS, CSS, fonts, images, other), with what the page would transfer from a host that gzips HTML,
+JavaScript and CSS (as GitHub Pages does; the local server sends them as they are), writes
+benchmarks/results/page_weight.json, and exits 1 if a chapter page weighs more than 1.5 MB
+(1,500,000 bytes, uncompressed) or any request fails.
 """
 
 import functools
@@ -170,7 +170,8 @@ def main(argv: list[str]) -> int:
     heaviest = max(chapters, key=lambda w: w.total)
     print(f"\nchapter pages: {min(w.total for w in chapters) / 1e6:.2f}-{heaviest.total / 1e6:.2f} MB "
           f"(budget {CHAPTER_BUDGET / 1e6:.1f} MB); heaviest {heaviest.path}")
-    problems = [f"{w.path}: {what}" for w in weights for what in w.failed + [f"outside localhost: {u}" for u in w.outside]]
+    problems = [f"{w.path}: {what}" for w in weights
+                for what in w.failed + [f"outside localhost: {url}" for url in w.outside]]
     print("\n".join(problems) or "no request failed or left localhost")
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
