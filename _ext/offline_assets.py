@@ -15,7 +15,8 @@ It also makes pages lighter for a reader on a cold cache:
   (``fa-github``, ``fa-bars``, ...): ``_static/icons.css`` declares the two font faces again, after
   the theme's stylesheet, from the subsets this extension writes to ``_static/icons/`` when the build
   has finished; and the theme's stylesheet keeps the rules of those icons only (it names 1,834, in
-  85 kB);
+  85 kB), each giving its glyph an empty alternative text, as the script's SVG icons were hidden
+  from screen readers;
 - MathJax (served from ``_static/mathjax`` by sphinx-mathjax-offline) is loaded as the components a
   page with formulas needs, TeX in and CommonHTML out plus the hidden MathML that screen readers
   read, rather than ``tex-chtml.js``, which also bundles MathJax's contextual menu (0.4 MB, and it
@@ -38,7 +39,8 @@ MATHJAX_COMPONENTS = ["input/tex", "output/chtml", "a11y/assistive-mml"]
 ICON_FONTS = {"fa-solid-900.ttf": "solid.woff", "fa-brands-400.ttf": "brands.woff"}  # as _static/icons.css names them
 ICON_NAME = re.compile(r"\bfa-[a-z0-9-]+")
 ICON_SELECTOR = re.compile(r"\.fa-[a-z0-9-]+:before")
-ICON_RULE = re.compile(r"(?<=[{}])([^{}]+)\{content:\"\\([0-9a-f]+)\"\}")  # .fa-bars:before{content:"\f0c9"}
+ICON_RULE = re.compile(  # .fa-bars:before{content:"\f0c9"}, or as keep_icon_rules() leaves it
+    r'(?<=[{}])([^{}]+)\{content:"\\([0-9a-f]+)"(?:;content:"\\[0-9a-f]+"/"")?\}')
 
 
 def _is_thebe(asset) -> bool:
@@ -87,7 +89,11 @@ def names_in_use(outdir: Path) -> set[str]:
 
 
 def keep_icon_rules(css: str, names: set[str]) -> tuple[str, set[int]]:
-    """``css`` without the rules of icons not in ``names``, and the code points of those in it."""
+    """``css`` without the rules of icons not in ``names``, and the code points of those in it.
+
+    The rules kept give their glyph an empty alternative text (``content: "\\f09b" / ""``), after
+    the plain ``content`` for a browser that does not know that syntax.
+    """
     used = {f".{name}" for name in names}
     codes = set()
 
@@ -97,7 +103,9 @@ def keep_icon_rules(css: str, names: set[str]) -> tuple[str, set[int]]:
             return rule[0]  # not an icon's rule
         if any(s.removesuffix(":before") in used for s in selectors):
             codes.add(int(rule[2], 16))
-            return rule[0]
+            # The glyph with an empty alternative text, so that it adds nothing to the name a screen
+            # reader gives its link or button (the theme's script drew it as an aria-hidden SVG).
+            return f'{rule[1]}{{content:"\\{rule[2]}";content:"\\{rule[2]}"/""}}'
         return ""
 
     return ICON_RULE.sub(keep, css), codes

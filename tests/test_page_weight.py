@@ -5,6 +5,8 @@ and served as in test_browser.py, and weighed as ``benchmarks/page_weight.py`` w
 of every response until the network is idle and MathJax has typeset the page with its fonts.
 """
 
+import re
+
 import pytest
 from fontTools.ttLib import TTFont
 from tests.conftest import REPO
@@ -87,7 +89,18 @@ def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(visit, icon_f
     icons = visit(f"{edition}chapters/02_layer_normalization.html").page.evaluate(ICONS)
     assert len(icons) >= 15
     assert [name for name, content in icons if content in ("none", "normal")] == []  # each has its glyph's rule
-    assert [name for name, content in icons if ord(content.strip('"')) not in icon_font_code_points] == []
+    glyphs = {name: content.split('"')[1] for name, content in icons}  # '"\uf09b" / ""': glyph, alternative text
+    assert [name for name, glyph in glyphs.items() if ord(glyph) not in icon_font_code_points] == []
+
+
+@pytest.mark.parametrize("edition", ["", "zh/"])
+def test_icons_add_nothing_to_the_names_of_their_links_and_buttons(visit, edition):  # noqa: F811
+    """As the theme's script hid its SVG icons: "Previous Residual connections", not "\uf104 Previous ..."."""
+    page = visit(f"{edition}chapters/02_layer_normalization.html").page
+    controls = page.locator(":is(a, button):has(:is(i, span, svg)[class*='fa-'])")
+    read = [controls.nth(i).aria_snapshot() for i in range(controls.count())]
+    assert len([name for name in read if name]) >= 8
+    assert [name for name in read if re.search("[\ue000-\uf8ff]", name)] == []
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
