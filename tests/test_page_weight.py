@@ -13,6 +13,7 @@ from tests.conftest import REPO
 from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
 
 from benchmarks.page_weight import CHAPTER_BUDGET, SETTLED, weigh
+from tools.book_build import share_static
 
 CHAPTERS = [f"{edition}chapters/{p.stem}.html" for edition in ("", "zh/")
             for p in sorted((REPO / "chapters").glob("[0-9][0-9]_*.md"))]
@@ -135,3 +136,34 @@ def test_chinese_static_folder_holds_only_files_that_differ_from_the_english_one
                  and path.read_bytes() == (english / path.relative_to(chinese)).read_bytes()]
     assert identical == []
     assert any(chinese.rglob("*.js"))  # what does differ is still there (the Chinese interface strings)
+
+
+@pytest.fixture
+def two_sites(tmp_path):
+    """A main site and an edition inside it (``zh/``), each with a _static that is partly the same."""
+    files = {
+        "_static/same.css": "p {}", "_static/fonts/icon.woff": "font",
+        "_static/own.js": "let language = 'en';",
+        "zh/_static/same.css": "p {}", "zh/_static/fonts/icon.woff": "font",
+        "zh/_static/own.js": "let language = 'zh';",
+        "zh/_static/own.css": "@font-face { src: url(fonts/icon.woff) } div { background: url('data:,') }",
+        "zh/index.html": '<link href="_static/same.css"><link href="_static/own.css"><script src="_static/own.js">',
+        "zh/chapters/one.html": '<link href="../_static/same.css?v=1"><script src="../_static/own.js"></script>',
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_edition_pages_use_the_main_sites_copy_of_every_identical_static_file(two_sites):
+    assert share_static(two_sites, two_sites / "zh") == ["fonts/icon.woff", "same.css"]
+    zh = two_sites / "zh"
+    assert sorted(p.relative_to(zh).as_posix() for p in (zh / "_static").rglob("*")) == [
+        "_static/own.css", "_static/own.js"]
+    assert (zh / "index.html").read_text() == (
+        '<link href="../_static/same.css"><link href="_static/own.css"><script src="_static/own.js">')
+    assert (zh / "chapters" / "one.html").read_text() == (
+        '<link href="../../_static/same.css?v=1"><script src="../_static/own.js"></script>')
+    assert (zh / "_static" / "own.css").read_text() == (
+        "@font-face { src: url(../../_static/fonts/icon.woff) } div { background: url('data:,') }")

@@ -86,22 +86,23 @@ def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
 
 
 STATIC_REFERENCE = re.compile(r"""(?P<attribute>\b(?:src|href)=["'])(?P<path>(?:\.\./)*_static/[^"'?#]+)""")
+CSS_REFERENCE = re.compile(r"""(?P<attribute>\burl\(["']?)(?P<path>(?!data:|[a-z]+://|/)[^"')?#]+)""")
 
 
 def share_static(main_site: Path, edition: Path) -> list[str]:
     """Point ``edition``'s pages at ``main_site``/_static for every file the two hold byte for byte.
 
     ``edition`` is a built site inside ``main_site`` (the Chinese one in ``zh/``). Its identical
-    files are deleted from ``edition``/_static and every ``src``/``href`` of its HTML pages that led
-    to one leads to the main site's copy, at the right depth; the files that differ stay. Returns
-    the shared files, as paths inside ``_static``.
+    files are deleted from ``edition``/_static and every ``src``/``href`` of its HTML pages, and
+    every ``url()`` of the stylesheets it keeps, that led to one leads to the main site's copy, at
+    the right depth; the files that differ stay. Returns the shared files, as paths inside ``_static``.
     """
     own, main = (edition / "_static").resolve(), (main_site / "_static").resolve()
     shared = {path.relative_to(own).as_posix() for path in own.rglob("*")
               if path.is_file() and (main / path.relative_to(own)).is_file()
               and filecmp.cmp(path, main / path.relative_to(own), shallow=False)}
 
-    def to_main(page: Path):
+    def to_main(page: Path):  # for a page or a stylesheet of the edition
         def rewrite(match):
             target = (page.parent / match["path"]).resolve()
             if target.is_relative_to(own) and target.relative_to(own).as_posix() in shared:
@@ -113,6 +114,10 @@ def share_static(main_site: Path, edition: Path) -> list[str]:
         if own not in page.parents:
             text = page.read_text(encoding="utf-8")
             page.write_text(STATIC_REFERENCE.sub(to_main(page), text), encoding="utf-8")
+    for stylesheet in own.rglob("*.css"):  # one that differs may name files that are shared (fonts, images)
+        if stylesheet.relative_to(own).as_posix() not in shared:
+            text = stylesheet.read_text(encoding="utf-8")
+            stylesheet.write_text(CSS_REFERENCE.sub(to_main(stylesheet), text), encoding="utf-8")
     for name in shared:
         (own / name).unlink()
     for folder in sorted((p for p in own.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
