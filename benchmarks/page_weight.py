@@ -85,7 +85,7 @@ def weigh(browser: Browser, url: str, path: str) -> Weight:
     """Open ``url`` in a fresh context (a cold cache) and add up what it downloads until the network is idle."""
     weight = Weight(path)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    finished = []
+    finished, failed = [], []
 
     def only_localhost(route):
         where = urlsplit(route.request.url)
@@ -98,14 +98,15 @@ def weigh(browser: Browser, url: str, path: str) -> Weight:
     context.route("**/*", only_localhost)
     page = context.new_page()
     page.on("requestfinished", lambda request: finished.append(request))
-    page.on("requestfailed", lambda request: weight.failed.append(f"{request.url} ({request.failure})"))
+    page.on("requestfailed", lambda request: failed.append(request))
     page.on("response", lambda response: response.status >= 400 and weight.failed.append(
         f"{response.url} (HTTP {response.status})"))
     page.goto(url, wait_until="load")
     page.evaluate(SETTLED)
-    # What the page has received from this site: the last of those events may still be on their way.
-    while set(page.evaluate(FETCHED)) - {request.url for request in finished}:
+    # What the page has fetched from this site: the last of those events may still be on their way.
+    while set(page.evaluate(FETCHED)) - {request.url for request in finished + failed}:
         page.wait_for_event("requestfinished", timeout=10_000)
+    weight.failed += [f"{request.url} ({request.failure})" for request in failed]
     for request in finished:
         if urlsplit(request.url).scheme in ("data", "blob"):
             continue
