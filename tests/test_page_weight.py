@@ -10,7 +10,7 @@ import re
 import pytest
 from fontTools.ttLib import TTFont
 from tests.conftest import REPO
-from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
+from tests.test_browser import browser, opened, site, visit  # noqa: F401 (fixtures)
 
 from benchmarks.page_weight import CHAPTER_BUDGET, SETTLED, weigh
 from tools.book_build import share_static
@@ -85,9 +85,9 @@ def icon_font_code_points(book):
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
-def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(visit, icon_font_code_points, edition):  # noqa: F811
+def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(opened, icon_font_code_points, edition):  # noqa: F811
     """Sidebar toggle, search, launch, GitHub, download and its menu, full screen, colour mode, contents, ..."""
-    icons = visit(f"{edition}chapters/02_layer_normalization.html").page.evaluate(ICONS)
+    icons = opened(f"{edition}chapters/02_layer_normalization.html").page.evaluate(ICONS)
     assert len(icons) >= 15
     assert [name for name, content in icons if content in ("none", "normal")] == []  # each has its glyph's rule
     glyphs = {name: content.split('"')[1] for name, content in icons}  # '"\uf09b" / ""': glyph, alternative text
@@ -95,9 +95,9 @@ def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(visit, icon_f
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
-def test_icons_add_nothing_to_the_names_of_their_links_and_buttons(visit, edition):  # noqa: F811
+def test_icons_add_nothing_to_the_names_of_their_links_and_buttons(opened, edition):  # noqa: F811
     """As the theme's script hid its SVG icons: "Previous Residual connections", not "\uf104 Previous ..."."""
-    page = visit(f"{edition}chapters/02_layer_normalization.html").page
+    page = opened(f"{edition}chapters/02_layer_normalization.html").page
     controls = page.locator(":is(a, button):has(:is(i, span, svg)[class*='fa-'])")
     read = [controls.nth(i).aria_snapshot() for i in range(controls.count())]
     assert len([name for name in read if name]) >= 8
@@ -105,8 +105,8 @@ def test_icons_add_nothing_to_the_names_of_their_links_and_buttons(visit, editio
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
-def test_chapter_formulas_are_typeset_each_with_mathml_for_screen_readers(visit, edition):  # noqa: F811
-    page = visit(f"{edition}chapters/02_layer_normalization.html").page
+def test_chapter_formulas_are_typeset_each_with_mathml_for_screen_readers(opened, edition):  # noqa: F811
+    page = opened(f"{edition}chapters/02_layer_normalization.html").page
     page.evaluate(SETTLED)
     formulas = page.locator("mjx-container")
     assert formulas.count() > 100
