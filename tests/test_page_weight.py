@@ -85,7 +85,8 @@ def icon_font_code_points(book):
 
 
 @pytest.mark.parametrize("edition", ["", "zh/"])
-def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(opened, icon_font_code_points, edition):  # noqa: F811
+def test_every_icon_of_a_chapter_page_is_drawn_from_the_icon_fonts(
+        opened, icon_font_code_points, edition):  # noqa: F811
     """Sidebar toggle, search, launch, GitHub, download and its menu, full screen, colour mode, contents, ..."""
     icons = opened(f"{edition}chapters/02_layer_normalization.html").page.evaluate(ICONS)
     assert len(icons) >= 15
