@@ -21,13 +21,18 @@ It also makes pages lighter for a reader on a cold cache:
   page with formulas needs, TeX in and CommonHTML out plus the hidden MathML that screen readers
   read, rather than ``tex-chtml.js``, which also bundles MathJax's contextual menu (0.4 MB, and it
   puts every formula in the Tab order). Formulas are typeset by the same input and output code, in
-  the same fonts. Pages without formulas load no MathJax at all (Sphinx's own rule).
+  the same fonts. Pages without formulas load no MathJax at all (Sphinx's own rule);
+- the figures (matplotlib's PNGs) are shown as lossless WebP, about half the bytes for the same
+  pixels: when the build has finished, every PNG under ``_images/`` that a page shows is re-encoded,
+  the pages' ``src`` rewritten, and the PNG deleted unless a page still names it (a download link).
 """
 
 import re
+import time
 from pathlib import Path
 
 from fontTools import subset
+from PIL import Image
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -130,11 +135,55 @@ def subset_icon_fonts(app, exception):
         subset.save_font(font, str(outdir / "_static" / "icons" / name), options)
 
 
+SHOWN_PNG = re.compile(r"""(<img\b[^>]*?\bsrc=")((?:\.\./)*_images/[^"/]+)\.png(?=")""")
+WEBP = {"lossless": True, "exact": True, "method": 4, "quality": 80}  # 3% above method 6, in 1/20 of its time
+
+
+def to_webp(png: Path) -> Path:
+    """``png`` re-encoded as lossless WebP next to it (done again only if the PNG is newer)."""
+    webp = png.with_suffix(".webp")
+    if not webp.exists() or webp.stat().st_mtime < png.stat().st_mtime:
+        with Image.open(png) as image:
+            image.save(webp, "WEBP", **WEBP)
+    return webp
+
+
+def webp_figures(app, exception):
+    """Show every PNG of _images/ that a page shows as lossless WebP; keep a PNG only if a page names it still."""
+    if exception is not None or app.builder.format != "html":
+        return
+    start = time.perf_counter()
+    outdir = Path(app.outdir)
+    images = outdir / "_images"
+    shown, pages = set(), list(outdir.rglob("*.html"))
+
+    def rewrite(match):
+        png = images / f"{match[2].rsplit('/', 1)[-1]}.png"
+        if not png.is_file():
+            return match[0]
+        to_webp(png)
+        shown.add(png.name)
+        return f"{match[1]}{match[2]}.webp"
+
+    texts = {}
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        converted = SHOWN_PNG.sub(rewrite, text)
+        if converted != text:
+            page.write_text(converted, encoding="utf-8")
+        texts[page] = converted
+    for name in shown:
+        if not any(name in text for text in texts.values()):
+            (images / name).unlink()
+    logger.info("figures as lossless WebP: %d in %.1f s", len(shown), time.perf_counter() - start)
+
+
 def setup(app):
     # After sphinx-mathjax-offline's setup() has set mathjax_path to its tex-chtml.js.
     app.connect("config-inited", load_less, priority=900)
     # Run after sphinx-book-theme and sphinx-thebe have added their assets.
     app.connect("html-page-context", keep_assets_local, priority=900)
     app.connect("build-finished", subset_icon_fonts)
+    app.connect("build-finished", webp_figures)
     app.add_css_file("icons.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
