@@ -4,7 +4,9 @@ The English edition is ``jupyter-book build`` of the top folder. The Chinese one
 after it with the same Sphinx entry point, reading the English build's execution cache: its code
 cells are the English ones byte for byte (``tools/editions.py``), so every notebook is a cache hit
 and nothing runs twice. It is built in ``_build/zh/`` and copied to ``_build/html/zh/``, so both
-editions can be hosted side by side.
+editions can be hosted side by side. In that copy the Chinese pages use the English site's
+``_static/`` for every file that is the same in both (almost all of them): a reader who switches
+edition downloads none of them again, and ``zh/_static/`` holds only the files that differ.
 
     python -m tools.book_build        # both editions, strictly, into _build/html and _build/html/zh,
                                       # then each edition's PDF (tools/book_pdf.py)
@@ -12,6 +14,7 @@ editions can be hosted side by side.
 Shared by the tests (which need one clean build) and the build benchmark.
 """
 
+import filecmp
 import os
 import re
 import shutil
@@ -79,7 +82,49 @@ def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
     if proc.returncode == 0:
         shutil.rmtree(site, ignore_errors=True)
         shutil.copytree(build.output / "html", site)
+        share_static(site.parent, site)
     return build
+
+
+STATIC_REFERENCE = re.compile(r"""(?P<attribute>\b(?:src|href)=["'])(?P<path>(?:\.\./)*_static/[^"'?#]+)""")
+CSS_REFERENCE = re.compile(r"""(?P<attribute>\burl\(["']?)(?P<path>(?!data:|[a-z]+://|/)[^"')?#]+)""")
+
+
+def share_static(main_site: Path, edition: Path) -> list[str]:
+    """Point ``edition``'s pages at ``main_site``/_static for every file the two hold byte for byte.
+
+    ``edition`` is a built site inside ``main_site`` (the Chinese one in ``zh/``). Its identical
+    files are deleted from ``edition``/_static and every ``src``/``href`` of its HTML pages, and
+    every ``url()`` of the stylesheets it keeps, that led to one leads to the main site's copy, at
+    the right depth; the files that differ stay. Returns the shared files, as paths inside ``_static``.
+    """
+    own, main = (edition / "_static").resolve(), (main_site / "_static").resolve()
+    shared = {path.relative_to(own).as_posix() for path in own.rglob("*")
+              if path.is_file() and (main / path.relative_to(own)).is_file()
+              and filecmp.cmp(path, main / path.relative_to(own), shallow=False)}
+
+    def to_main(page: Path):  # for a page or a stylesheet of the edition
+        def rewrite(match):
+            target = (page.parent / match["path"]).resolve()
+            if target.is_relative_to(own) and target.relative_to(own).as_posix() in shared:
+                return match["attribute"] + os.path.relpath(main / target.relative_to(own), page.parent)
+            return match[0]
+        return rewrite
+
+    for page in edition.resolve().rglob("*.html"):
+        if own not in page.parents:
+            text = page.read_text(encoding="utf-8")
+            page.write_text(STATIC_REFERENCE.sub(to_main(page), text), encoding="utf-8")
+    for stylesheet in own.rglob("*.css"):  # one that differs may name files that are shared (fonts, images)
+        if stylesheet.relative_to(own).as_posix() not in shared:
+            text = stylesheet.read_text(encoding="utf-8")
+            stylesheet.write_text(CSS_REFERENCE.sub(to_main(stylesheet), text), encoding="utf-8")
+    for name in shared:
+        (own / name).unlink()
+    for folder in sorted((p for p in own.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return sorted(shared)
 
 
 def _run_chinese_build(source: Path, output: Path) -> int:
