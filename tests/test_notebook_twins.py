@@ -362,6 +362,23 @@ def test_figure_caption_is_numbered_through_the_book(mini_book):
     assert "**Fig. 2.** A square." in markdown_of(source)
 
 
+@pytest.mark.parametrize(("edition", "caption"), [("en", "**Table 1.** Errors by batch size."),
+                                                ("zh", "**表 1**　各批量大小的误差。")])
+def test_table_caption_is_numbered_above_its_table(mini_book, edition, caption):
+    text = "Errors by batch size." if edition == "en" else "各批量大小的误差。"
+    table = "| n | error |\n|---:|---:|\n| 2 | 0.5 |"
+    source = chapter(mini_book, f":::{{table}} {text}\n:name: demo-table\n\n{table}\n:::\n", edition=edition)
+    assert f"{caption}\n\n{table}" in markdown_of(source)
+
+
+def test_glued_table_keeps_its_caption(mini_book):
+    table = "| n | error |\n|---:|---:|\n| 2 | 0.5 |"
+    body = ":::{table} Errors by batch size.\n:name: demo-table\n\n```{glue:md} table\n:format: myst\n```\n:::\n"
+    source = chapter(mini_book, body,
+                     values={"table": {"text/plain": "<IPython.core.display.Markdown object>", "text/markdown": table}})
+    assert f"**Table 1.** Errors by batch size.\n\n{table}" in markdown_of(source)
+
+
 def test_a_missing_figure_file_is_an_error_naming_it(mini_book):
     source = chapter(mini_book, "```{figure} figures/gone.svg\n:name: gone\n\nGone.\n```\n")
     with pytest.raises(sync_notebooks.TwinError, match="figures/gone.svg does not exist"):
