@@ -256,12 +256,13 @@ def test_committed_values_are_a_fresh_builds_except_timings(book):
 @pytest.mark.slow
 @pytest.mark.build
 @pytest.mark.parametrize("edition", ["en", "zh"])
-def test_twins_number_the_figures_as_the_book_does(book, edition):
+@pytest.mark.parametrize(("caption", "word"), [("figcaption", r"(?:Fig\.|图)"), ("caption", r"(?:Table|表)")])
+def test_twins_number_the_figures_and_tables_as_the_book_does(book, edition, caption, word):
     site = book.html / "zh" if edition == "zh" else book.html
     for source in (s for s in CHAPTER_SOURCES if sync_notebooks.edition_of(s) == edition):
         page = (site / "chapters" / f"{source.stem}.html").read_text(encoding="utf-8")
-        in_book = [int(n) for n in re.findall(r'class="caption-number">\D*(\d+)', page)]
-        in_twin = [int(n) for n in re.findall(r"^\*\*(?:Fig\.|图) (\d+)", markdown_of(source), re.M)]
+        in_book = [int(n) for n in re.findall(rf'<{caption}>\s*(?:<p>)?<span class="caption-number">\D*(\d+)', page)]
+        in_twin = [int(n) for n in re.findall(rf"^\*\*{word} (\d+)", markdown_of(source), re.M)]
         assert in_twin == in_book, source.name
 
 
