@@ -12,7 +12,9 @@
   too, each one more Tab stop.
 - Tables: the first column of every table names its row, so its cells are row headers
   (``<th scope="row">``), and a ✔ or ✘ cell also says "yes" or "no" (是/否) in words a screen
-  reader reads (WCAG 1.3.1 Info and Relationships, 1.1.1 Non-text Content).
+  reader reads (WCAG 1.3.1 Info and Relationships, 1.1.1 Non-text Content). Captions are not made
+  here: every table of the chapters sits in MyST's ``{table}`` directive (a glued one too: myst-nb
+  pastes a glued table of the same page while parsing), and ``{glossary-table}`` writes its own.
 
 The theme's Search and colour-mode buttons get the same treatment from the templates in
 ``templates/`` (``search-button-field.html``, ``theme-switcher.html``), and ``_static/a11y.css``

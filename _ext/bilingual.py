@@ -148,12 +148,20 @@ def index_glossary_terms(app, doctree):
         section.insert(1, addnodes.index(entries=entries, inline=False))
 
 
+GLOSSARY_CAPTION = {"en": "The terms of the Chinese edition, with the English each one translates",
+                    "zh": "中文版使用的术语及其对应的英文"}
+
+
 class GlossaryTable(SphinxDirective):
+    """The table of zh/glossary.yml, captioned and numbered like every table of the book."""
+
     def run(self):
         self.env.note_dependency(str(GLOSSARY))
         chinese = is_chinese(self.config)
         heads = ("中文", "English", "说明") if chinese else ("English", "中文", "Note")
-        table = nodes.table(classes=["glossary-table"])
+        table = nodes.table(classes=["glossary-table"], names=["table-glossary"])
+        self.state.document.note_explicit_target(table, table)  # an id and a label, so Sphinx numbers it
+        table += nodes.title("", GLOSSARY_CAPTION["zh" if chinese else "en"])
         group = nodes.tgroup(cols=3)
         table += group
         group.extend(nodes.colspec(colwidth=width) for width in (3, 3, 6))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import axe_playwright_python
 import pytest
+from bs4 import BeautifulSoup
 from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
 from tests.test_phone_layout import pages_in_toc
 
@@ -300,6 +301,48 @@ def test_focused_control_shows_a_focus_ring(chapter, selector):
 
 
 # ---- tables --------------------------------------------------------------------------------
+
+# The explorer's fallback (chapter 2) is a table a script replaces; its paragraph says what it shows.
+FALLBACK = "ane-fallback"
+CJK = re.compile("[\u4e00-\u9fff]")
+
+
+@pytest.fixture(scope="module")
+def table_captions(book):
+    """page -> the caption of every table in its article, in order ("" for a table without one)."""
+    captions = {}
+    for path in reached_pages(book.html):
+        soup = BeautifulSoup((book.html / path).read_text(encoding="utf-8"), "html.parser")
+        tables = [table for table in soup.select("article table") if not table.find_parent(class_=FALLBACK)]
+        if tables:
+            captions[path] = [" ".join(table.caption.get_text(" ", strip=True).split()) if table.caption else ""
+                              for table in tables]
+    return captions
+
+
+def test_tables_of_both_editions_are_found(table_captions):
+    assert sum(len(captions) for path, captions in table_captions.items() if not path.startswith("zh/")) >= 21
+    assert sum(len(captions) for path, captions in table_captions.items() if path.startswith("zh/")) >= 22
+
+
+def test_every_table_has_a_caption(table_captions):
+    uncaptioned = [f"{path} table {index + 1}" for path, captions in table_captions.items()
+                   for index, caption in enumerate(captions) if not caption.strip("¶ ")]
+    assert uncaptioned == []
+
+
+@pytest.mark.parametrize("edition, number", [("en", re.compile(r"Table \d+ \S")),
+                                             ("zh", re.compile(r"表 \d+： \S"))])
+def test_table_captions_are_numbered_like_figures(table_captions, edition, number):
+    captions = [caption for path, captions in table_captions.items()
+                if path.startswith("zh/") == (edition == "zh") for caption in captions]
+    assert [caption for caption in captions if not number.match(caption)] == []
+
+
+def test_chinese_table_captions_are_in_chinese(table_captions):
+    captions = [caption for path, captions in table_captions.items() if path.startswith("zh/") for caption in captions]
+    assert [caption for caption in captions if len(CJK.findall(caption)) < 4] == []
+
 
 
 @pytest.mark.parametrize("path", TABLE_PAGES + [f"zh/{path}" for path in TABLE_PAGES])

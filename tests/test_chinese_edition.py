@@ -185,7 +185,7 @@ def test_the_glossary_page_lists_every_term_of_the_glossary(site):
     page = soup(site / "zh" / "glossary.html")
     rows = page.select("table.glossary-table tbody tr")
     terms = yaml.safe_load((REPO / "zh" / "glossary.yml").read_text(encoding="utf-8"))["terms"]
-    assert [row.select("td")[0].get_text(strip=True) for row in rows] == [term["zh"] for term in terms]
+    assert [row.select("th, td")[0].get_text(strip=True) for row in rows] == [term["zh"] for term in terms]
 
 
 @pytest.mark.parametrize("service", ["colab.research.google.com", "mybinder.org"])

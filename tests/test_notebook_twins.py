@@ -256,12 +256,13 @@ def test_committed_values_are_a_fresh_builds_except_timings(book):
 @pytest.mark.slow
 @pytest.mark.build
 @pytest.mark.parametrize("edition", ["en", "zh"])
-def test_twins_number_the_figures_as_the_book_does(book, edition):
+@pytest.mark.parametrize(("caption", "word"), [("figcaption", r"(?:Fig\.|图)"), ("caption", r"(?:Table|表)")])
+def test_twins_number_the_figures_and_tables_as_the_book_does(book, edition, caption, word):
     site = book.html / "zh" if edition == "zh" else book.html
     for source in (s for s in CHAPTER_SOURCES if sync_notebooks.edition_of(s) == edition):
         page = (site / "chapters" / f"{source.stem}.html").read_text(encoding="utf-8")
-        in_book = [int(n) for n in re.findall(r'class="caption-number">\D*(\d+)', page)]
-        in_twin = [int(n) for n in re.findall(r"^\*\*(?:Fig\.|图) (\d+)", markdown_of(source), re.M)]
+        in_book = [int(n) for n in re.findall(rf'<{caption}>\s*(?:<p>)?<span class="caption-number">\D*(\d+)', page)]
+        in_twin = [int(n) for n in re.findall(rf"^\*\*{word} (\d+)", markdown_of(source), re.M)]
         assert in_twin == in_book, source.name
 
 
@@ -360,6 +361,23 @@ def test_figure_caption_is_numbered_through_the_book(mini_book):
     """The intro's figure is Fig. 1, so the chapter's first is Fig. 2, as Sphinx numbers them."""
     source = chapter(mini_book, "```{figure} figures/diagram.svg\n:name: demo-figure\n\nA square.\n```\n")
     assert "**Fig. 2.** A square." in markdown_of(source)
+
+
+@pytest.mark.parametrize(("edition", "caption"), [("en", "**Table 1.** Errors by batch size."),
+                                                ("zh", "**表 1**　各批量大小的误差。")])
+def test_table_caption_is_numbered_above_its_table(mini_book, edition, caption):
+    text = "Errors by batch size." if edition == "en" else "各批量大小的误差。"
+    table = "| n | error |\n|---:|---:|\n| 2 | 0.5 |"
+    source = chapter(mini_book, f":::{{table}} {text}\n:name: demo-table\n\n{table}\n:::\n", edition=edition)
+    assert f"{caption}\n\n{table}" in markdown_of(source)
+
+
+def test_glued_table_keeps_its_caption(mini_book):
+    table = "| n | error |\n|---:|---:|\n| 2 | 0.5 |"
+    body = ":::{table} Errors by batch size.\n:name: demo-table\n\n```{glue:md} table\n:format: myst\n```\n:::\n"
+    source = chapter(mini_book, body,
+                     values={"table": {"text/plain": "<IPython.core.display.Markdown object>", "text/markdown": table}})
+    assert f"**Table 1.** Errors by batch size.\n\n{table}" in markdown_of(source)
 
 
 def test_a_missing_figure_file_is_an_error_naming_it(mini_book):

@@ -103,6 +103,8 @@ WORDS = {
     "en": {
         "figure": "Fig. {number}",  # as {numref} shows it
         "caption": "**Fig. {number}.** {caption}",
+        "table": "Table {number}",
+        "table_caption": "**Table {number}.** {caption}",
         "drawn_above": "{caption} *(The code cell above draws this figure when you run it.)*",
         "drawn_elsewhere": (
             "{caption} *(The code cell that calls `show_figure(\"{name}\")` draws this figure when you run it.)*"),
@@ -131,6 +133,8 @@ WORDS = {
     "zh": {
         "figure": "图 {number}",
         "caption": "**图 {number}**　{caption}",
+        "table": "表 {number}",
+        "table_caption": "**表 {number}**　{caption}",
         "drawn_above": "{caption}（此图由上方的代码单元格绘制，运行该单元格后显示。）",
         "drawn_elsewhere": "{caption}（此图由调用 `show_figure(\"{name}\")` 的代码单元格绘制，运行该单元格后显示。）",
         "figure_description": "图的文字描述",
@@ -362,7 +366,8 @@ def write_measured(measured: dict, root: Path = ROOT) -> Path:
 class Target:
     page: str  # the page's path without extension, relative to its edition's top folder
     title: str  # a section's heading or a figure's caption
-    number: int | None = None  # a figure's number
+    number: int | None = None  # a figure's or table's number
+    kind: str = "figure"  # or "table": Sphinx numbers each kind on its own
 
 
 @dataclass
@@ -435,11 +440,12 @@ def _pages(edition_root: Path, source: Path) -> list[Path]:
 
 
 def _targets(edition_root: Path, source: Path) -> dict[str, Target]:
-    """Every label of the edition: sections (with their headings) and figures (numbered as Sphinx does).
+    """Every label of the edition: sections (with their headings), figures and tables (numbered as Sphinx does).
 
-    Sphinx numbers the figures that have a name and a caption, through the whole book in its order.
+    Sphinx numbers the figures that have a name and a caption, through the whole book in its order, and
+    the tables the same way with numbers of their own (a {table}'s caption is its argument).
     """
-    targets, number = {}, 0
+    targets, number, tables = {}, 0, 0
     for page in _pages(edition_root, source):
         name = page.with_suffix("").relative_to(edition_root).as_posix()
         lines = page.read_text(encoding="utf-8").splitlines()
@@ -460,6 +466,11 @@ def _targets(edition_root: Path, source: Path) -> dict[str, Target]:
                 if "name" in options and caption:
                     number += 1
                     targets[options["name"]] = Target(name, caption, number)
+            if directive and directive["name"] == "table":
+                options, _ = _split_options(lines[index + 1:_closing_fence(lines, index, fence["fence"])])
+                if "name" in options and directive["argument"].strip():
+                    tables += 1
+                    targets[options["name"]] = Target(name, directive["argument"].strip(), tables, "table")
     return targets
 
 
@@ -580,8 +591,8 @@ def convert_role(role: str, content: str, cell: Cell) -> str:
     if role == "numref":
         target = book.targets.get(label)
         if target is None or target.number is None:
-            raise cell.error(f"{{numref}}`{content}` names no numbered figure of this edition")
-        shown = cell.words["figure"].format(number=target.number)
+            raise cell.error(f"{{numref}}`{content}` names no numbered figure or table of this edition")
+        shown = cell.words[target.kind].format(number=target.number)
         if text:
             shown = text.replace("%s", str(target.number)).replace("{number}", str(target.number))
         return _link(shown, book.page_url(target.page, label))
@@ -656,6 +667,8 @@ def convert_directive(name: str, argument: str, body: list[str], cell: Cell) -> 
         return paste(GlueRef(name, argument), cell)
     if name == "literalinclude":
         return convert_literalinclude(argument, options, cell)
+    if name == "table":
+        return convert_table(argument, options, inner, cell)
     raise cell.error(
         f"the directive {{{name}}} has no plain-Markdown form yet: teach tools/sync_notebooks.py to write it")
 
@@ -699,6 +712,15 @@ def convert_glue_figure(name: str, options: dict, caption: str, cell: Cell) -> s
         summary = words["figure_description"]
         parts.append(f"<details><summary>{summary}</summary>\n\n{markdown_text(options['alt'])}\n\n</details>")
     return "\n\n".join(parts)
+
+
+def convert_table(caption: str, options: dict, table: str, cell: Cell) -> str:
+    """A captioned table: its numbered caption on a line of its own above it, as the book shows it."""
+    target = cell.book.targets.get(options.get("name", ""))
+    caption = convert_inline(caption, cell)
+    if target and target.kind == "table":
+        caption = cell.words["table_caption"].format(number=target.number, caption=caption)
+    return f"{caption}\n\n{table}" if caption else table
 
 
 def convert_literalinclude(path: str, options: dict, cell: Cell) -> str:
