@@ -15,33 +15,24 @@ benchmarks/results/page_weight.json, and exits 1 if a chapter page transfers mor
 (1,500,000 bytes) or any request fails.
 """
 
-import functools
-import gzip
-import io
 import json
 import shutil
 import sys
-import threading
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from playwright.sync_api import Browser, sync_playwright
 
 from tools.book_build import ROOT
+from tools.local_site import CHROMIUM_ARGS, GzipHandler, only_localhost, served
 
 CHAPTER_BUDGET = 1_500_000  # bytes transferred by a chapter page on a cold cache
 KINDS = {"document": "HTML", "script": "JS", "stylesheet": "CSS", "font": "fonts", "image": "images"}
 COLUMNS = ("HTML", "JS", "CSS", "fonts", "images", "other")
 SETTLED = "async () => { await window.MathJax?.startup?.promise; await document.fonts.ready; }"
 FETCHED = "performance.getEntriesByType('resource').map(e => e.name).filter(n => n.startsWith(location.origin))"
-CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 
 @dataclass
@@ -98,15 +89,7 @@ def weigh(browser: Browser, url: str, path: str, site: Path) -> Weight:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     finished, failed = [], []
 
-    def only_localhost(route):
-        where = urlsplit(route.request.url)
-        if where.scheme in ("data", "blob") or where.hostname in ("127.0.0.1", "localhost"):
-            route.continue_()
-        else:
-            weight.outside.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_localhost)
+    context.route("**/*", only_localhost(weight.outside))
     page = context.new_page()
     page.on("requestfinished", lambda request: finished.append(request))
     page.on("requestfailed", lambda request: failed.append(request))
@@ -129,51 +112,6 @@ def weigh(browser: Browser, url: str, path: str, site: Path) -> Weight:
     return weight
 
 
-COMPRESSED = (".html", ".js", ".css", ".svg", ".json")  # what GitHub Pages gzips (its text types)
-
-
-@functools.cache
-def _gzip(file: Path, modified: float) -> bytes:
-    return gzip.compress(file.read_bytes(), 6, mtime=0)
-
-
-class GzipHandler(SimpleHTTPRequestHandler):
-    """Serves files as a static host such as GitHub Pages does: text gzipped for a browser that accepts it."""
-
-    def send_head(self):
-        file = Path(self.translate_path(self.path))
-        if file.is_dir():
-            if not urlsplit(self.path).path.endswith("/"):
-                return super().send_head()  # its redirect to the folder's address
-            file = file / "index.html"
-        if "gzip" not in self.headers.get("Accept-Encoding", "") or file.suffix not in COMPRESSED \
-                or not file.is_file():
-            return super().send_head()
-        body = _gzip(file, file.stat().st_mtime)
-        self.send_response(200)
-        self.send_header("Content-Type", self.guess_type(str(file)))
-        self.send_header("Content-Encoding", "gzip")
-        self.send_header("Vary", "Accept-Encoding")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        return io.BytesIO(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@contextmanager
-def served(site: Path):
-    """Base URL of ``site`` served on 127.0.0.1 at a free port, text gzipped as GitHub Pages sends it."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(GzipHandler, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def table(weights: list[Weight]) -> str:
     kb = lambda n: f"{n / 1000:,.0f}"  # noqa: E731
     lines = ["kB transferred (text gzipped as GitHub Pages sends it), by kind; and the files' own kB",
@@ -190,7 +128,7 @@ def main(argv: list[str]) -> int:
     if chromium is None:
         print("Debian's chromium is not installed: sudo bash tools/install_system_packages.sh")
         return 1
-    with served(site) as base, sync_playwright() as playwright:
+    with served(site, GzipHandler) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         weights = [weigh(browser, base + path, path, site) for path in pages(site)]
         browser.close()

@@ -8,10 +8,7 @@ and recorded. Screenshots go to tests/artifacts/.
 import functools
 import math
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 import pytest
 import torch
@@ -22,12 +19,8 @@ from hypothesis import strategies as st
 from playwright.sync_api import Page, sync_playwright
 
 from addnorm_helpers import add_and_norm_stages  # chapters/ is on pytest's pythonpath (pyproject.toml)
+from tools.local_site import CHROMIUM_ARGS, only_localhost, served
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    # without these Chromium keeps calling home, and the network here is closed
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 DESKTOP, PHONE = 1280, 375  # viewport widths in CSS pixels
 ARTIFACTS = REPO / "tests" / "artifacts"
 EXPLORER_PAGE = "chapters/02_layer_normalization.html"
@@ -38,20 +31,11 @@ BARS, STATS = 0.005, 0.0005  # half a unit of the last digit shown: bars show 2 
 # ---- the browser and the site ---------------------------------------------------------------
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def site(book):
     """Base URL of the built book, served on 127.0.0.1 at a free port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(book.html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    server.server_close()
+    with served(book.html) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +70,7 @@ def visit(browser, site):
         page = context.new_page()
         seen = Visit(page)
 
-        def only_localhost(route):
-            url = urlsplit(route.request.url)
-            if url.scheme in ("data", "blob") or url.hostname in ("127.0.0.1", "localhost"):
-                route.continue_()
-            else:
-                seen.outside_requests.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", only_localhost)
+        context.route("**/*", only_localhost(seen.outside_requests))
         page.on("console", lambda message: message.type == "error" and seen.console_errors.append(message.text))
         page.on("pageerror", lambda error: seen.console_errors.append(str(error)))
         page.goto(site + path, wait_until="load")

@@ -5,6 +5,7 @@ seeds and data, the equations written out again instead of the chapter's functio
 sentences say what the glued numbers show; and the sourced table and references are complete.
 """
 
+import itertools
 import math
 import re
 
@@ -384,7 +385,7 @@ def prose():
 
 def table_rows(text):
     start = text.index("| model | norm | placement |")
-    lines = text[start:].split("\n\n")[0].splitlines()
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), text[start:].splitlines()))
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
 
 

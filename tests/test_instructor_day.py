@@ -29,7 +29,7 @@ from nbgrader.api import Gradebook
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import REPO
-from tests.test_browser import CHROMIUM_ARGS
+from tools.local_site import CHROMIUM_ARGS
 from tests.mistakes import MISTAKES
 
 pytestmark = [pytest.mark.slow, pytest.mark.nbgrader, pytest.mark.browser]

@@ -19,8 +19,9 @@ from fontTools.ttLib import TTFont
 from tests.conftest import REPO
 from tests.test_browser import browser, opened, site, visit  # noqa: F401 (fixtures)
 
-from benchmarks.page_weight import CHAPTER_BUDGET, SETTLED, served, weigh
+from benchmarks.page_weight import CHAPTER_BUDGET, SETTLED, weigh
 from tools.book_build import share_static
+from tools.local_site import GzipHandler, served
 
 CHAPTERS = [f"{edition}chapters/{p.stem}.html" for edition in ("", "zh/")
             for p in sorted((REPO / "chapters").glob("[0-9][0-9]_*.md"))]
@@ -29,7 +30,7 @@ CHAPTERS = [f"{edition}chapters/{p.stem}.html" for edition in ("", "zh/")
 @pytest.fixture(scope="module")
 def hosted(book):
     """Base URL of the built book as a host that gzips text serves it (the benchmark's server)."""
-    with served(book.html) as base:
+    with served(book.html, GzipHandler) as base:
         yield base
 
 
@@ -65,7 +66,7 @@ def fetch(url, **headers):
 
 
 def test_host_gzips_text_for_a_browser_that_accepts_gzip(text_and_image):
-    with served(text_and_image) as base:
+    with served(text_and_image, GzipHandler) as base:
         encoding, body = fetch(base + "page.html", **{"Accept-Encoding": "gzip, deflate, br"})
     assert encoding == "gzip"
     assert gzip.decompress(body) == (text_and_image / "page.html").read_bytes()
@@ -73,7 +74,7 @@ def test_host_gzips_text_for_a_browser_that_accepts_gzip(text_and_image):
 
 
 def test_host_sends_images_and_text_to_a_browser_without_gzip_as_they_are(text_and_image):
-    with served(text_and_image) as base:
+    with served(text_and_image, GzipHandler) as base:
         image = fetch(base + "plot.webp", **{"Accept-Encoding": "gzip"})
         page = fetch(base + "page.html")
     assert image == (None, (text_and_image / "plot.webp").read_bytes())

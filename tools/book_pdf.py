@@ -17,33 +17,26 @@ explorer draws its charts, MathJax its formulas).
 """
 
 import datetime
-import functools
 import html
 import io
 import posixpath
 import re
 import sys
-import threading
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import yaml
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, DictionaryObject, Fit, NameObject, TextStringObject
 
+from tools.local_site import CHROMIUM, CHROMIUM_ARGS, only_localhost, served
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
-CHROMIUM = "/usr/bin/chromium"  # Debian's; never a downloaded browser
-CHROMIUM_ARGS = [  # as tests/test_browser.py starts it
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 # Chromium prints a CSS pixel as 0.75 pt: at 0.85 the book's 16 px text is 10.2 pt, as a printed book's.
 SCALE = 0.85
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "15mm", "right": "15mm"}
@@ -84,33 +77,6 @@ CHINESE = Edition("zh-CN", ROOT / "zh", "zh/", "zh/add-and-norm-zh.pdf", "由本
 EDITIONS = (ENGLISH, CHINESE)
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@contextmanager
-def serve(site: Path):
-    """Base URL of ``site``, served on 127.0.0.1 at a free port while the block runs."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def only_localhost(route):
-    """Refuse every request that would leave this machine: the book needs none."""
-    url = urlsplit(route.request.url)
-    if url.scheme in ("data", "blob") or url.hostname in ("127.0.0.1", "localhost"):
-        route.continue_()
-    else:
-        route.abort()
-
-
 @contextmanager
 def browser_page(chromium: str = CHROMIUM):
     """A page of headless Chromium, light colour scheme, with no way off this machine."""
@@ -120,7 +86,7 @@ def browser_page(chromium: str = CHROMIUM):
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(color_scheme="light")
-            context.route("**/*", only_localhost)
+            context.route("**/*", only_localhost())
             page = context.new_page()
             page.emulate_media(media="print")  # as page.pdf lays pages out, for reading their headings
             yield page
@@ -349,7 +315,7 @@ def write_pdf(site: Path, output: Path, edition: Edition, chromium: str = CHROMI
     """Print ``edition`` from the built ``site`` to its PDF under ``output``."""
     target = output / edition.pdf
     target.parent.mkdir(parents=True, exist_ok=True)
-    with serve(site) as base, browser_page(chromium) as page:
+    with served(site) as base, browser_page(chromium) as page:
         writer = edition_pdf(page, base, edition)
     writer.compress_identical_objects()
     with target.open("wb") as file:
