@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 from playwright.sync_api import Browser, sync_playwright
 
 from tools.book_build import ROOT
-from tools.local_site import CHROMIUM_ARGS, GzipHandler, only_localhost, served
+from tools.local_site import CHROMIUM_ARGS, GzipHandler, built_pages, only_localhost, served
 
 CHAPTER_BUDGET = 1_500_000  # bytes transferred by a chapter page on a cold cache
 KINDS = {"document": "HTML", "script": "JS", "stylesheet": "CSS", "font": "fonts", "image": "images"}
@@ -66,16 +66,6 @@ class Weight:
     def files(self) -> set[str]:
         """The file names it downloaded, without folder or query: {"startup.js", "searchindex.js", ...}."""
         return {urlsplit(url).path.rsplit("/", 1)[-1] for url, *_ in self.downloads}
-
-
-def pages(site: Path) -> list[str]:
-    """Every page of both editions, as paths relative to the site (the redirecting index.html left out)."""
-    found = []
-    for root in (site, site / "zh"):
-        for page in sorted([*root.glob("*.html"), *root.glob("chapters/*.html")]):
-            if page.name != "index.html":
-                found.append(page.relative_to(site).as_posix())
-    return found
 
 
 def is_chapter(path: str) -> bool:
@@ -130,7 +120,7 @@ def main(argv: list[str]) -> int:
         return 1
     with served(site, GzipHandler) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        weights = [weigh(browser, base + path, path, site) for path in pages(site)]
+        weights = [weigh(browser, base + path, path, site) for path in built_pages(site)]
         browser.close()
     print(table(weights))
     chapters = [w for w in weights if is_chapter(w.path)]

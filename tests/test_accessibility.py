@@ -29,6 +29,7 @@ from tests.test_browser import browser, site, visit  # noqa: F401 (fixtures)
 from tests.test_phone_layout import pages_in_toc
 
 from tests.conftest import REPO
+from tools.local_site import built_pages
 
 AXE = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text()
 WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
@@ -73,19 +74,6 @@ async ([tags, colourRules, modes]) => {
 """
 
 
-def reached_pages(html):
-    """Every HTML page of the built site a reader can land on: not the theme's folders, not redirects."""
-    pages = []
-    for path in sorted(html.rglob("*.html")):
-        relative = path.relative_to(html)
-        if any(part.startswith("_") for part in relative.parts):
-            continue
-        if 'http-equiv="Refresh"' in path.read_text(encoding="utf-8")[:300]:
-            continue
-        pages.append(relative.as_posix())
-    return pages
-
-
 @pytest.fixture(scope="module")
 def audit(browser, site):  # noqa: F811 (fixtures imported above)
     """audit(path): axe's WCAG 2.1 AA violations of the page, ["rule at target: why", ...], under
@@ -125,7 +113,7 @@ def chapter(visit):  # noqa: F811
 
 
 def test_every_page_of_the_site_is_audited(book):
-    assert sorted(PAGES) == reached_pages(book.html)
+    assert sorted(PAGES) == built_pages(book.html)
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -314,7 +302,7 @@ CJK = re.compile("[\u4e00-\u9fff]")
 def table_captions(book):
     """page -> the caption of every table in its article, in order ("" for a table without one)."""
     captions = {}
-    for path in reached_pages(book.html):
+    for path in built_pages(book.html):
         soup = BeautifulSoup((book.html / path).read_text(encoding="utf-8"), "html.parser")
         tables = [table for table in soup.select("article table") if not table.find_parent(class_=FALLBACK)]
         if tables:

@@ -14,6 +14,7 @@ from tests.conftest import REPO
 from tests.test_built_site import repo_path_of_launch_link
 
 from tools import editions
+from tools.local_site import built_pages
 
 BOOK_PAGES = [page.with_suffix(".html") for page in editions.english_pages()]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -45,8 +46,7 @@ def article(document):
 
 def all_pages(site):
     """Every built page of both editions, without the theme's templates and the redirecting index.html."""
-    return [p for p in site.rglob("*.html")
-            if "_static" not in p.relative_to(site).parts and 'http-equiv="Refresh"' not in p.read_text()]
+    return [site / page for page in built_pages(site)]
 
 
 def test_the_chinese_build_runs_no_notebook(zh_book):

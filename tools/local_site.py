@@ -83,3 +83,16 @@ def only_localhost(refused: list[str] | None = None):
             route.abort()
 
     return route_to
+
+
+def built_pages(site: Path) -> list[str]:
+    """Every page of a built site that a reader can land on, both editions, as sorted paths relative to
+    ``site``: not the theme's folders (``_static/``), not a redirecting page (the root's index.html)."""
+    pages = []
+    for path in sorted(site.rglob("*.html")):
+        relative = path.relative_to(site)
+        if any(part.startswith("_") for part in relative.parts):
+            continue
+        if 'http-equiv="Refresh"' not in path.read_text(encoding="utf-8")[:300]:
+            pages.append(relative.as_posix())
+    return pages
