@@ -140,6 +140,7 @@ def grade_with(args, early: list, start: float) -> int:
     from autograder import run
 
     known(args.assignment)
+    settings = course_settings()
     gradebook = None
     if args.gradebook:
         from autograder import gradebook as gradebook_module
@@ -177,6 +178,16 @@ def grade_with(args, early: list, start: float) -> int:
         feedback_again(args.assignment, stale)
     summarize(args.assignment, entries, skipped, rows, results, time.monotonic() - start, args.jobs, isolation)
     return 0
+
+
+def course_settings():
+    """The course's due dates and lateness policy (``course.toml`` in the folder the command runs in)."""
+    from autograder import course
+
+    try:
+        return course.load(Path.cwd())
+    except course.CourseError as problem:
+        raise Usage(str(problem)) from None
 
 
 def release(args) -> int:
