@@ -19,11 +19,14 @@ c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
 
 # `nbgrader zip_collect <assignment>` reads the LMS's download from downloaded/<assignment>/archive/.
-# Canvas names each file <student>_<user id>_<submission id>_<uploaded name>, with LATE_ after the
-# student for a late one and -1, -2... before .ipynb for a resubmission; the student becomes the
-# nbgrader student id. Whatever the student named the file, the grader grades the one notebook in
-# submitted/<student>/<assignment>/. For another LMS, change the pattern (it is matched against the
-# file's whole path): it must name the groups student_id and file_id.
-c.FileNameCollectorPlugin.named_regexp = (
-    r".*/(?P<student_id>[A-Za-z0-9]+)_(?:LATE_)?[0-9]+_[0-9]+_(?P<file_id>[^/]+?)(?:-[0-9]+)?\.ipynb$"
-)
+# The course's plugins (autograder/collect.py) read Canvas's file names,
+# <student>_<LATE_>?<user id>_<submission id>_<uploaded name> (-1, -2... before .ipynb for a resubmission),
+# and Moodle's, <Full Name>_<id>_assignsubmission_file_<uploaded name>; they keep each file's time in the
+# zip (read in course.toml's [lateness] timezone when the zip stores no offset), so that zip_collect writes
+# submitted/<student>/<assignment>/timestamp.txt, and keep the Canvas user id and Canvas's LATE mark in
+# downloaded/<assignment>/lms.json for the grader. Whatever the student named the file, the grader grades
+# every notebook in submitted/<student>/<assignment>/ (the best one counts). For another LMS, set
+# c.FileNameCollectorPlugin.named_regexp (matched against the file's whole path; it must name the groups
+# student_id and file_id): names that are neither Canvas's nor Moodle's go to it.
+c.ZipCollectApp.extractor_plugin = "autograder.collect.ZipTimesExtractor"
+c.ZipCollectApp.collector_plugin = "autograder.collect.LmsCollector"

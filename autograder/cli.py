@@ -166,6 +166,9 @@ def grade_with(args, early: list, start: float) -> int:
     except RuntimeError as error:
         raise Usage(str(error)) from None
     progress.close()
+    from autograder import lateness
+
+    lateness.apply(args.assignment, entries, results, settings)  # graded now or kept: the course may have changed
     rows = report.grades_csv(results)
     if gradebook is not None:
         from autograder import gradebook as gradebook_module
@@ -322,6 +325,10 @@ def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolat
     if held:
         print(f"  held for review: {held} (read their notes, then `python -m autograder release {assignment} "
               "STUDENT_ID` for those whose work is honest)")
+    late = sum(r.get("late") == "yes" for r in rows)
+    if late:
+        print(f"  late: {late} submission{'s' * (late != 1)} ({sum(float(r.get('penalty') or 0) > 0 for r in rows)} "
+              "with a penalty; grades.csv's grade column is the score less it; course.toml sets the policy)")
     peaks = [r.get("peak_mb") for r in rows if r.get("peak_mb")]
     if peaks:
         print(f"  peak memory of a grading process: {max(peaks):.0f} MB")

@@ -36,6 +36,8 @@ from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests
 
+from autograder import report
+
 # The releases are committed, so nbgrader skips them unless forced; forced, it writes a release again, byte
 # for byte (`python -m tools.release_exercises --check` keeps them current), and records it in the gradebook.
 RECORD_COMMAND = "nbgrader generate_assignment {assignment} --force"
@@ -105,6 +107,7 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
         for grade in grades:
             if grade.auto_score is None and grade.manual_score is None and grade.cell.cell_type == "markdown":
                 grade.needs_manual_grade = True
+        record_lateness(gradebook, assignment, student_id, data)
         gradebook.db.commit()
         held = {f"check_{part}": scored for part, scored in parts.items() if "held" in scored}
         course = copy_for_formgrader(gradebook, assignment, student_id, held)
@@ -113,6 +116,30 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
             stale.append(student_id)
         recorded += 1
     return recorded
+
+
+def record_lateness(gradebook: Gradebook, assignment: str, student_id: str, data: dict) -> None:
+    """The result's submission time, due date and late penalty where nbgrader keeps them, so that ``nbgrader export``
+    and the formgrader subtract the same penalty as the results: the submission's ``timestamp``, the assignment's
+    ``duedate`` and the (one) notebook's ``late_submission_penalty``, which nbgrader sums into the submission's."""
+    from datetime import datetime, timezone
+
+    late = report.late_of(data)
+
+    def utc(text):  # nbgrader keeps naive UTC datetimes
+        try:
+            when = datetime.fromisoformat(text) if text else None
+        except ValueError:
+            return None
+        return when.astimezone(timezone.utc).replace(tzinfo=None) if when and when.tzinfo else None
+
+    submission = gradebook.find_submission(assignment, student_id)
+    if utc(late.get("submitted_at")) is not None:
+        submission.timestamp = utc(late["submitted_at"])
+    if utc(late.get("due")) is not None:
+        submission.assignment.duedate = utc(late["due"])
+    notebook = gradebook.find_submission_notebook(assignment, assignment, student_id)
+    notebook.late_submission_penalty = report.late_penalty(data) or None
 
 
 def remove_feedback(course: Path, student_id: str, assignment: str) -> bool:
@@ -321,6 +348,7 @@ class Total:
     automatic: float  # the automatic points recorded in it (what `record` wrote, or `nbgrader autograde`)
     ungraded: list[str]  # what still waits for a manual grade: "the written answer written_answer", ...
     by_hand: frozenset[str] = frozenset()  # the cells given a score in the formgrader
+    penalty: float = 0.0  # nbgrader's late penalty of the submission
 
 
 @dataclass
@@ -371,7 +399,7 @@ def _total(submission) -> Total:
     penalty = submission.late_submission_penalty or 0.0
     return Total(max(0.0, float(submission.score or 0.0) - penalty),
                  sum(float(grade.auto_score) for grade in grades if grade.auto_score is not None), ungraded,
-                 frozenset(grade.name for grade in grades if grade.manual_score is not None))
+                 frozenset(grade.name for grade in grades if grade.manual_score is not None), float(penalty))
 
 
 # ---- nbgrader export, with what waits named ------------------------------------------------------------------

@@ -57,6 +57,9 @@ NOT_YET = {
     "unrecorded": "graded, but not in the gradebook: record it with `python -m autograder grade {assignment} "
                   "PATH... --gradebook {url}{where}` (a current result is recorded, not graded again) and export "
                   "again",
+    "stale_penalty": "the gradebook has a late penalty of {recorded}, its result {measured} (course.toml changed "
+                     "since): record it with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` "
+                     "and export again",
     "stale": "the gradebook has {recorded} automatic points, its result {measured} (a release or a regrade since): "
              "record them with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` and "
              "export again",
@@ -77,6 +80,8 @@ class Column:
     scores: dict[str, float | None] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)  # student id -> status of an undecided grade
     details: dict[str, dict] = field(default_factory=dict)  # student id -> what its line on stderr names
+    canvas_ids: dict[str, str] = field(default_factory=dict)  # student id -> Canvas user id, when zip_collect kept it
+    penalties: dict[str, float] = field(default_factory=dict)  # student id -> the result's late penalty
 
 
 def number(value) -> bool:
@@ -117,22 +122,32 @@ def read(results: Path, assignment: str, totals: dict | None = None, url: str = 
                          f"(python -m autograder grade {assignment} PATH...), or point --results at the folder "
                          "that holds one folder per assignment")
     rows = [read_result(path, assignment) for path in paths]
+    penalties, canvas_ids = {}, {}
+    for path in paths:  # read again for what read_result leaves out: checked by it already
+        data = json.loads(path.read_text(encoding="utf-8"))
+        penalties[path.stem] = report.late_penalty(data)
+        lms_ids = data["extra_data"].get("lms")
+        user = lms_ids.get("canvas_user_id") if type(lms_ids) is dict else None
+        if type(user) is str and user.isdigit() and len(user) <= 20:
+            canvas_ids[path.stem] = user
     maxima = sorted({row[2] for row in rows})
     if len(maxima) > 1:
         raise BadResults(f"the results in {folder}/ disagree on the maximum ({' and '.join(map(text, maxima))} "
                          f"points): some were graded by another version of the suite; grade {assignment} again "
                          "(results from another version are redone)")
     if totals is not None:
-        return from_gradebook(assignment, rows, totals, url)
-    column = Column(assignment, maxima[0])
+        column = from_gradebook(assignment, rows, totals, url, penalties)
+        column.canvas_ids = canvas_ids
+        return column
+    column = Column(assignment, maxima[0], canvas_ids=canvas_ids, penalties=penalties)
     for student, score, _, status, _ in rows:
-        column.scores[student] = None if status in NOT_YET else score
+        column.scores[student] = None if status in NOT_YET else round(score - penalties[student], 4)
         if status in NOT_YET:
             column.pending[student] = status
     return column
 
 
-def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str) -> Column:
+def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str, penalties: dict | None = None) -> Column:
     """nbgrader's totals of one assignment, each kept only where the results agree that it is a grade.
 
     A submission held for review is a grade once the instructor has typed a score in the formgrader
@@ -158,6 +173,10 @@ def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str) -
             elif measured is not None and abs(measured - total.automatic) > 1e-3:
                 status = "stale"
                 column.details[student] = {"recorded": text(total.automatic), "measured": text(measured)}
+            elif measured is not None and abs((penalties or {}).get(student, 0.0) - total.penalty) > 1e-3:
+                status = "stale_penalty"  # course.toml changed since the gradebook was recorded
+                column.details[student] = {"recorded": text(total.penalty),
+                                           "measured": text((penalties or {}).get(student, 0.0))}
             elif total.ungraded:
                 status = "manual"
                 column.details[student] = {"ungraded": " and ".join(total.ungraded)}
@@ -196,9 +215,14 @@ def table(columns: list[Column], fmt: str) -> list[list[str]]:
     if fmt == "canvas":
         return ([["Student", "ID", "SIS Login ID", "Section", *(c.assignment for c in columns)],
                  ["Points Possible", "", "", "", *(text(c.max_score) for c in columns)]]
-                + [[student, "", student, "", *cells(student)] for student in students])
+                + [[student, canvas_id(columns, student), student, "", *cells(student)] for student in students])
     return ([["student_id", *(f"{c.assignment} (out of {text(c.max_score)})" for c in columns)]]
             + [[student, *cells(student)] for student in students])
+
+
+def canvas_id(columns: list[Column], student: str) -> str:
+    """The student's Canvas user id, as Canvas's own export has it in the ID column (empty when not known)."""
+    return next((column.canvas_ids[student] for column in columns if student in column.canvas_ids), "")
 
 
 def export(results: Path, assignments: list[str], fmt: str, output: Path, gradebook: str | None = None,

@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 from functools import cache
@@ -183,6 +184,7 @@ def feedback(data: dict) -> str:
         lines += [f"**{HELD_LINE}:** " + "; ".join(f"{part['title']} ({part['held']:g} / {part['max_score']:g} "
                                                    "measured)" for part in held)
                   + ". These points are not in the score above until your instructor has reviewed them.", ""]
+    lines += late_lines(data)
     if extra["problems"]:
         lines += ["## Notes on your submission", ""] + [f"- {p}" for p in extra["problems"]] + [""]
     by_part = {}
@@ -238,16 +240,81 @@ def grades_csv(results: Path) -> list[dict]:
             rows.append({"student_id": extra["student_id"], "score": data["score"],
                          "max_score": extra["max_score"], "status": extra["status"],
                          "held": extra["status"] == "review" or any("held" in p for p in extra["parts"].values()),
-                         "peak_mb": extra.get("grader_peak_rss_mb")})
+                         "peak_mb": extra.get("grader_peak_rss_mb"), **late_columns(data)})
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     out = io.StringIO()
-    writer = csv.DictWriter(out, ["student_id", "score", "max_score", "status"], lineterminator="\n",
+    writer = csv.DictWriter(out, ["student_id", "score", "max_score", "status", *LATE_COLUMNS], lineterminator="\n",
                             extrasaction="ignore")
     writer.writeheader()
-    writer.writerows({**row, "score": "" if row["held"] else row["score"]} for row in rows)
+    writer.writerows({**row, "score": "" if row["held"] else row["score"], "grade": "" if row["held"] else row["grade"]}
+                     for row in rows)
     write_atomic(results / "grades.csv", out.getvalue())
     return rows
+
+
+# grades.csv's columns after the score: late (yes/no), how many hours after the due date, the penalty in points,
+# and the grade after it (the score less the penalty).
+LATE_COLUMNS = ["late", "hours_late", "penalty", "grade"]
+
+
+def late_of(data: dict) -> dict:
+    """A result's ``extra_data.late``, checked (a result file may be old or damaged): {} when it has none."""
+    extra = data.get("extra_data") if type(data) is dict else None
+    late = extra.get("late") if type(extra) is dict else None
+    if type(late) is not dict:
+        return {}
+
+    def number(key):
+        value = late.get(key)
+        return float(value) if type(value) in (int, float) and math.isfinite(value) and value >= 0 else 0.0
+
+    def text(key):
+        value = late.get(key)
+        return value[:200] if type(value) is str else None
+
+    return {"submitted_at": text("submitted_at"), "source": text("source") or "none", "due": text("due"),
+            "seconds_late": number("seconds_late"), "penalty": number("penalty"), "policy": text("policy") or "",
+            "flagged": late.get("flagged") is True, "note": text("note")}
+
+
+def late_penalty(data: dict) -> float:
+    """The points a result loses for lateness (0 without a ``late`` record), never more than its score."""
+    score = data.get("score") if type(data) is dict else None
+    score = float(score) if type(score) in (int, float) and math.isfinite(score) else 0.0
+    return min(late_of(data).get("penalty", 0.0), max(score, 0.0))
+
+
+def late_columns(data: dict) -> dict:
+    late = late_of(data)
+    timed = bool(late) and late["submitted_at"] is not None and late["due"] is not None
+    penalty = late_penalty(data)
+    return {"late": "yes" if late.get("flagged") else "no",
+            "hours_late": f"{late['seconds_late'] / 3600:.2f}" if timed else "",
+            "penalty": f"{penalty:g}", "grade": round(float(data["score"]) - penalty, 4)}
+
+
+def late_lines(data: dict) -> list[str]:
+    """The feedback's paragraph on lateness: when it came in, how late, the policy and the points taken off."""
+    late = late_of(data)
+    if not late:
+        return []
+    hours = late["seconds_late"] / 3600
+    if late["submitted_at"] and late["due"]:
+        when = (f"Submitted {late['submitted_at']}, {hours:.2f} hours after the due date {late['due']}"
+                if late["seconds_late"] else f"Submitted {late['submitted_at']}, on time (due {late['due']})")
+    else:
+        when = "Marked late by Canvas" if late["flagged"] else "No submission time is known"
+    lines = [f"**{'Late' if late['flagged'] else 'Lateness'}:** {when}."]
+    if late["note"]:
+        lines.append(f"{late['note']}.")
+    if late["policy"]:
+        lines.append(f"Policy: {late['policy']}.")
+    penalty = late_penalty(data)
+    top = data["extra_data"].get("max_score")
+    lines.append(f"Penalty: {penalty:g} points; your grade after it: {float(data['score']) - penalty:g}"
+                 + (f" / {top:g}" if type(top) in (int, float) else "") + "." if penalty else "Penalty: none.")
+    return [" ".join(lines), ""]
 
 
 def remember_gradebook(results: Path, url: str) -> None:
