@@ -157,8 +157,13 @@ def grade_with(args, early: list, start: float) -> int:
     for what in passed_over:
         print(f"warning: passed over {what}", file=sys.stderr)
     entries = [load.read(args.assignment, entry) for entry in found]
+    from autograder import several
+
+    entries, groups = several.expand(args.assignment, entries)  # a folder of several notebooks: each is graded
     todo = [e for e in entries if args.force or not report.is_current(results, e.student_id, e.digest, args.assignment)]
     skipped = len(entries) - len(todo)
+    combined = {e.student_id: e.digest for e in todo if e.student_id in groups}
+    todo = [part for e in todo for part in groups.get(e.student_id, [e])]
     progress = Progress(len(todo), quiet=args.quiet)
     try:
         isolation = run.grade_all(args.assignment, todo, results, limits, args.jobs, args.isolation, progress.advance,
@@ -166,6 +171,9 @@ def grade_with(args, early: list, start: float) -> int:
     except RuntimeError as error:
         raise Usage(str(error)) from None
     progress.close()
+    for student_id, digest in combined.items():
+        several.combine(args.assignment, results, student_id, groups[student_id], digest)
+    several.clean(results)
     from autograder import lateness
 
     lateness.apply(args.assignment, entries, results, settings)  # graded now or kept: the course may have changed
@@ -325,6 +333,10 @@ def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolat
     if held:
         print(f"  held for review: {held} (read their notes, then `python -m autograder release {assignment} "
               "STUDENT_ID` for those whose work is honest)")
+    several_notebooks = sum(bool(r.get("notebooks")) for r in rows)
+    if several_notebooks:
+        print(f"  {several_notebooks} student{'s' * (several_notebooks != 1)} submitted several notebooks; the best "
+              "of each counted (read the first note of their feedback)")
     late = sum(r.get("late") == "yes" for r in rows)
     if late:
         print(f"  late: {late} submission{'s' * (late != 1)} ({sum(float(r.get('penalty') or 0) > 0 for r in rows)} "

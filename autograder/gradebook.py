@@ -110,7 +110,7 @@ def record(gradebook: Gradebook, assignment: str, results: Path, student_ids: li
         record_lateness(gradebook, assignment, student_id, data)
         gradebook.db.commit()
         held = {f"check_{part}": scored for part, scored in parts.items() if "held" in scored}
-        course = copy_for_formgrader(gradebook, assignment, student_id, held)
+        course = copy_for_formgrader(gradebook, assignment, student_id, held, counted_notebook(data))
         changed = before != [(grade.name, grade.auto_score, grade.needs_manual_grade) for grade in grades]
         if course is not None and changed and remove_feedback(course, student_id, assignment) and stale is not None:
             stale.append(student_id)
@@ -154,7 +154,7 @@ def remove_feedback(course: Path, student_id: str, assignment: str) -> bool:
 
 
 def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str,
-                        held: dict | None = None) -> Path | None:
+                        held: dict | None = None, counted: str | None = None) -> Path | None:
     """Write the formgrader's copy of the submitted notebook, when the gradebook is a course folder's file.
 
     ``held``: grade_id -> the result's part held for review, said in a note above its grade cell.
@@ -164,7 +164,7 @@ def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str,
     if not url.startswith("sqlite:///"):
         return None
     course = Path(url[len("sqlite:///"):]).resolve().parent
-    submitted = submitted_notebook(course / "submitted" / student_id / assignment, assignment)
+    submitted = submitted_notebook(course / "submitted" / student_id / assignment, assignment, counted)
     release = read_cells(course / "exercises" / assignment / f"{assignment}.ipynb") or []
     copy = formgrader_copy(read_cells(submitted), gradebook.find_notebook(assignment, assignment),
                            {_text(cell.get("source")) for cell in release if cell.get("cell_type") == "markdown"},
@@ -182,9 +182,22 @@ def copy_for_formgrader(gradebook: Gradebook, assignment: str, student_id: str,
     return course
 
 
-def submitted_notebook(folder: Path, assignment: str) -> Path | None:
-    """The notebook the grader graded in a student's folder: ``<assignment>.ipynb``, else the first one."""
+def counted_notebook(data: dict) -> str | None:
+    """The file name of the notebook that counted, when the result lists several (``extra_data.notebooks``)."""
+    listed = data.get("extra_data", {}).get("notebooks") if type(data.get("extra_data")) is dict else None
+    for item in listed if type(listed) is list else []:
+        if type(item) is dict and item.get("counted") is True and type(item.get("name")) is str:
+            return item["name"]
+    return None
+
+
+def submitted_notebook(folder: Path, assignment: str, counted: str | None = None) -> Path | None:
+    """The notebook the grader counted in a student's folder: ``counted`` (the best of several), else
+    ``<assignment>.ipynb``, else the first one."""
     notebooks = sorted(folder.glob("*.ipynb")) if folder.is_dir() and not folder.is_symlink() else []
+    chosen = [p for p in notebooks if p.name == counted]
+    if chosen:
+        return chosen[0]
     preferred = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
     return preferred[0] if preferred else None
 

@@ -53,6 +53,7 @@ class Entry:
     problems: list[str] = field(default_factory=list)
     readable: bool = True
     findings: list[scan.Finding] = field(default_factory=list)  # their ``what`` starts with "cell N, line L: "
+    others: list[Path] = field(default_factory=list)  # the folder's other notebooks: each is graded (``several``)
 
 
 @cache
@@ -113,8 +114,7 @@ def find(assignment: str, paths: list[Path], passed_over: list[str] | None = Non
                 notebooks = sorted(folder.glob("*.ipynb"))
                 preferred = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
                 entry = Entry(student.name, preferred[0] if preferred else folder / f"{assignment}.ipynb")
-                if len(notebooks) > 1:
-                    entry.problems.append(f"{len(notebooks)} notebooks submitted; graded {entry.path.name}")
+                entry.others = [p for p in notebooks if p != entry.path]  # the best one counts (``several``)
                 entries.append(entry)
             where = f"no student folder under {path / 'submitted'}/ has an {assignment}/ folder"
         elif path.is_dir():

@@ -240,7 +240,8 @@ def grades_csv(results: Path) -> list[dict]:
             rows.append({"student_id": extra["student_id"], "score": data["score"],
                          "max_score": extra["max_score"], "status": extra["status"],
                          "held": extra["status"] == "review" or any("held" in p for p in extra["parts"].values()),
-                         "peak_mb": extra.get("grader_peak_rss_mb"), **late_columns(data)})
+                         "peak_mb": extra.get("grader_peak_rss_mb"), **late_columns(data),
+                         "notebooks": type(extra.get("notebooks")) is list and len(extra["notebooks"]) > 1})
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     out = io.StringIO()
