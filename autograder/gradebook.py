@@ -36,8 +36,6 @@ from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests
 
-from autograder import report
-
 # The releases are committed, so nbgrader skips them unless forced; forced, it writes a release again, byte
 # for byte (`python -m tools.release_exercises --check` keeps them current), and records it in the gradebook.
 RECORD_COMMAND = "nbgrader generate_assignment {assignment} --force"
@@ -124,11 +122,15 @@ def record_lateness(gradebook: Gradebook, assignment: str, student_id: str, data
     ``duedate`` and the (one) notebook's ``late_submission_penalty``, which nbgrader sums into the submission's."""
     from datetime import datetime, timezone
 
-    late = report.late_of(data)
+    late = data["extra_data"].get("late")
+    late = late if type(late) is dict else {}
+    score, penalty = data.get("score"), late.get("penalty")
+    numbers = all(type(x) in (int, float) and x == x and abs(x) != float("inf") for x in (score, penalty))
+    penalty = min(max(penalty, 0.0), max(score, 0.0)) if numbers else 0.0  # as report.late_penalty reads it
 
     def utc(text):  # nbgrader keeps naive UTC datetimes
         try:
-            when = datetime.fromisoformat(text) if text else None
+            when = datetime.fromisoformat(text) if type(text) is str else None
         except ValueError:
             return None
         return when.astimezone(timezone.utc).replace(tzinfo=None) if when and when.tzinfo else None
@@ -139,7 +141,7 @@ def record_lateness(gradebook: Gradebook, assignment: str, student_id: str, data
     if utc(late.get("due")) is not None:
         submission.assignment.duedate = utc(late["due"])
     notebook = gradebook.find_submission_notebook(assignment, assignment, student_id)
-    notebook.late_submission_penalty = report.late_penalty(data) or None
+    notebook.late_submission_penalty = penalty or None
 
 
 def remove_feedback(course: Path, student_id: str, assignment: str) -> bool:
