@@ -224,6 +224,9 @@ def release(args) -> int:
             except report.NotHeld as problem:
                 raise Usage(str(problem)) from None
             released.append(student_id)
+            from autograder import lateness
+
+            lateness.refresh(args.assignment, results, student_id)  # a late penalty is capped at the score
             print(f"{student_id}: released, {data['score']:g} / {data['extra_data']['max_score']:g}")
     finally:  # what was released so far reaches every view, even if a later student id was wrong
         report.grades_csv(results)

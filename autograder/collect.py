@@ -83,13 +83,15 @@ class ZipTimesExtractor(ExtractorPlugin):
                 except (OSError, zipfile.BadZipFile) as error:
                     self.log.warning("Cannot read the times in %s (%s)", name, error)
                     continue
+                inside = Path(extracted_path).resolve()
                 for info in infos:
                     target = folder / info.filename
-                    if info.is_dir() or not target.is_file() or target.is_symlink():
+                    if info.is_dir() or not target.is_file() or target.is_symlink() \
+                            or not target.resolve().is_relative_to(inside):  # "../" in a name: not ours to touch
                         continue
                     when = zip_time(info, zone)
                     os.utime(target, (when.timestamp(), when.timestamp()))
-                    times[target.relative_to(extracted_path).as_posix()] = when.isoformat()
+                    times[target.resolve().relative_to(inside).as_posix()] = when.isoformat()
         (Path(extracted_path).parent / TIMES_FILE).write_text(json.dumps(times, indent=1, sort_keys=True))
         self.log.info("Kept the time of %d files from the zips: %s", len(times),
                       Path(extracted_path).parent / TIMES_FILE)

@@ -161,3 +161,20 @@ def apply(assignment: str, entries: list, results: Path, settings: course_module
                 extra[key] = value
         if (extra.get("late"), extra.get("lms")) != before:
             report.save(results, data)
+
+
+def refresh(assignment: str, results: Path, student_id: str) -> None:
+    """The penalty again after ``release`` raised the score it is capped at (the policy's share is kept)."""
+    path = results / f"{student_id}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        late, score, top = data["extra_data"]["late"], float(data["score"]), float(data["extra_data"]["max_score"])
+        percent = late["percent"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if type(percent) not in (int, float) or not math.isfinite(percent):
+        return
+    penalty = round(min(max(score, 0.0), percent / 100 * maximum(assignment, top)), 4)
+    if penalty != late.get("penalty"):
+        late["penalty"] = penalty
+        report.save(results, data, durable=True)
