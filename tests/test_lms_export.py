@@ -342,3 +342,37 @@ def test_a_gradebook_it_cannot_use_is_an_error_that_names_the_fix(results, cours
     assert err.startswith("error: ") and "Traceback" not in err
     assert all(word in err for word in words), err
     assert not (tmp_path / "lms.csv").exists()
+
+
+# --- lateness: the penalty comes off the exported score -----------------------------------------------------
+
+
+def late(results, assignment, student, percent):
+    """What `grade` writes for a submission late by two started days under 10 % per day: ``percent`` of the
+    maximum, capped at the score."""
+    path = results / assignment / f"{student}.json"
+    data = json.loads(path.read_text())
+    penalty = min(data["score"], percent / 100 * data["extra_data"]["max_score"])
+    data["extra_data"]["late"] = {"submitted_at": "2026-11-21T00:59:00+00:00", "source": "timestamp.txt",
+                                  "due": "2026-11-20T00:59:00+01:00", "seconds_late": 90000.0, "penalty": penalty,
+                                  "policy": "10 % of the maximum per started day late, at most 30 %",
+                                  "flagged": True, "percent": percent}
+    report.save(results / assignment, data)
+
+
+def test_a_late_penalty_capped_at_a_held_score_is_taken_again_from_the_released_score(results, tmp_path):
+    late(results, EX2, "cy", 20)  # held: 0 points counted, so the penalty is 0 until release
+    assert cli.main(["release", EX2, "cy", "--results", str(results / EX2)]) == 0
+    assert json.loads((results / EX2 / "cy.json").read_text())["extra_data"]["late"]["penalty"] == 2
+    export("--format", "canvas", "-o", tmp_path / "grades.csv", "--results", results)
+    assert "cy,,cy,,3,\n" in (tmp_path / "grades.csv").read_text()
+
+
+def test_a_penalty_the_gradebook_does_not_have_leaves_the_grade_empty_with_the_command_that_records_it(
+        results, course, tmp_path, capsys):
+    late(results, EX2, "ada", 20)  # course.toml changed after the last `grade --gradebook`
+    export("--format", "moodle", "-o", tmp_path / "lms.csv", "--results", results, "--gradebook", course)
+    assert exported_rows(tmp_path / "lms.csv")["ada"][0] == "-"
+    err = capsys.readouterr().err
+    assert f"{EX2}, ada: no score yet, the gradebook has a late penalty of 0, its result 2" in err
+    assert f"--gradebook {course}" in err
