@@ -8,13 +8,15 @@ student out. One row per student, one column per assignment, in points.
 
 - ``canvas`` (Grades > Import): ``Student, ID, SIS Login ID, Section``, then the assignments,
   and a ``Points Possible`` row with each maximum, as Canvas's own export has. Canvas finds a
-  student by SIS Login ID, which holds the student id; its own ID and the section stay empty.
-  An empty cell is no score.
+  student by SIS Login ID, which holds the student id, or by ID, which holds the Canvas user id
+  when ``nbgrader zip_collect`` kept it from Canvas's file names (``extra_data.lms``); the section
+  stays empty. An empty cell is no score.
 - ``moodle`` (Grades > Import > CSV file): ``student_id``, then one column per assignment
   named ``<assignment> (out of <maximum>)``. Moodle stops an import at any row that is not a
   student, so the maximum is in the header; ``-`` is Moodle's "no grade", what its own
   export writes and what its import reads, for new and existing grade items alike.
 
+Each score is the result's points less its late penalty (``extra_data.late``, from ``course.toml``).
 A missing submission gets no score, never a zero. So does a submission that has no grade yet:
 held for review (``review``) or not graded (``grader_error``); each is named on stderr with
 what to do, and gets its points from the next export after ``release`` or a regrade.
@@ -28,7 +30,8 @@ whether a grade exists, except that a held submission whose held tasks all have 
 in the formgrader gets nbgrader's total. Besides that, a submission gets no score, named on stderr,
 when a cell waits for a manual grade, when its result is not in the gradebook, or when the
 gradebook's automatic points are not its result's (recorded before a ``release`` or a
-regrade). A submission only the gradebook has (graded by ``nbgrader autograde``) gets its total.
+regrade), or when its late penalty is not the result's (``course.toml`` changed since). A submission
+only the gradebook has (graded by ``nbgrader autograde``) gets its total.
 """
 
 from __future__ import annotations
@@ -58,8 +61,8 @@ NOT_YET = {
                   "PATH... --gradebook {url}{where}` (a current result is recorded, not graded again) and export "
                   "again",
     "stale_penalty": "the gradebook has a late penalty of {recorded}, its result {measured} (course.toml changed "
-                     "since): record it with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` "
-                     "and export again",
+                     "since): record it with `python -m autograder grade {assignment} PATH... --gradebook "
+                     "{url}{where}` and export again",
     "stale": "the gradebook has {recorded} automatic points, its result {measured} (a release or a regrade since): "
              "record them with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` and "
              "export again",
