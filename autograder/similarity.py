@@ -420,7 +420,7 @@ a { color: #0b4f9c; } a:focus { outline: 3px solid #1a1a1a; outline-offset: 2px;
 figure { margin: 0; min-width: 0; } figcaption { font-weight: 600; margin-bottom: .3rem; }
 pre { background: #f6f6f6; border: 1px solid #8a8a8a; padding: .6rem; overflow-x: auto; font-size: .85rem;
       line-height: 1.4; white-space: pre-wrap; overflow-wrap: anywhere; }
-mark { background: #ffd966; color: #1a1a1a; border-bottom: 2px solid #7a5c00; }
+mark { background: #ffd966; color: #1a1a1a; font-weight: 700; }  /* bold too: not by colour alone */
 .gap { color: #555; font-style: italic; }
 .note { color: #333; }
 """

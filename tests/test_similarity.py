@@ -21,7 +21,7 @@ from bs4 import BeautifulSoup
 
 from autograder import similarity
 from tests.grading import reference, write_class
-from tests.honest_corpus import CORPUS, EX2_LLMC, EX3_MAKEMORE
+from tests.honest_corpus import CORPUS, EX2_LLMC
 from tests.conftest import REPO
 
 EX2, EX3 = "ex2_layernorm", "ex3_batchnorm"
@@ -34,8 +34,9 @@ def answer(notebook: dict, grade_id: str) -> dict:
 
 
 def renamed(source: str, names: dict[str, str]) -> str:
+    """``source`` with its variables renamed (attributes and methods, after a dot, keep their names)."""
     for old, new in names.items():
-        source = re.sub(rf"\b{re.escape(old)}\b", new, source)
+        source = re.sub(rf"(?<![.\w]){re.escape(old)}\b", new, source)
     return source
 
 
@@ -250,7 +251,7 @@ def with_written(entry, text: str) -> dict:
 def ex3_report(tmp_path_factory) -> similarity.Report:
     honest = [e for e in CORPUS if e.assignment == EX3]
     students = {name: with_written(entry, text) for (name, text), entry in zip(WRITTEN.items(), honest)}
-    students["eli-copied"] = with_written(EX3_MAKEMORE, COPIED + "\n\n<img src=x onerror=alert(1)>")
+    students["eli-copied"] = with_written(honest[len(WRITTEN)], COPIED)  # code of their own, the text bo's
     folder = write_class(tmp_path_factory.mktemp("ex3") / "submissions", students)
     return similarity.similarity_report(EX3, [folder], [])
 
