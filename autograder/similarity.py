@@ -291,36 +291,13 @@ def prose(text: str) -> tuple[str, np.ndarray]:
     return "".join(out), np.array(rows)
 
 
-def _fix_class_offsets(fingerprint) -> None:
-    """Correct copydetect 0.5.0's offset of each class name, so passages after one are highlighted in place.
-
-    ``utils.filter_code`` records the row of a class name (``O``) with the name's length instead of the
-    characters removed before it. The row after it holds the right count plus that length (nothing else is
-    removed in between), so the right count is the next row's minus the recorded one.
-    """
-    rows, code = fingerprint.offsets, fingerprint.filtered_code
-    if len(rows) == 0:
-        return
-    rows = np.vstack([rows, [len(code), len(fingerprint.raw_code) - len(code)]])
-    for r in range(1, len(rows) - 1):
-        i = rows[r, 0]
-        if 0 <= i < len(code) and code[i] == "O" and rows[r - 1, 0] != i:
-            fixed = rows[r + 1, 1] - rows[r, 1]
-            if rows[r - 1, 1] <= fixed <= rows[r + 1, 1]:
-                rows[r, 1] = fixed
-    fingerprint.offsets = rows
-
-
 def fingerprint(work: Work, kind: str):
     """copydetect's fingerprint of the code or the prose of ``work`` (every k-gram hash, winnowed)."""
     from copydetect.detector import CodeFingerprint
 
     if kind == "code":
         window = CODE_GUARANTEE - CODE_NOISE + 1
-        printed = CodeFingerprint(f"{work.name}.py", CODE_NOISE, window, language="python",
-                                  fp=io.StringIO(work.code))
-        _fix_class_offsets(printed)
-        return printed
+        return CodeFingerprint(f"{work.name}.py", CODE_NOISE, window, language="python", fp=io.StringIO(work.code))
     normalized, rows = prose(work.text)
     printed = CodeFingerprint(work.name, TEXT_NOISE, TEXT_GUARANTEE - TEXT_NOISE + 1, filter=False,
                               fp=io.StringIO(normalized))
