@@ -72,14 +72,26 @@ class Problem(Exception):
 
 @dataclass
 class Work:
-    """What one student wrote: their code and their prose, each one document."""
+    """What one student wrote (or a known source holds): their code cells and their prose cells."""
 
     name: str
     path: Path | None = None
-    code: str = ""
-    text: str = ""
+    code_cells: list[str] = field(default_factory=list)
+    text_cells: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: bool = False  # a known source rather than a student
+
+    @property
+    def code(self) -> str:
+        """The code cells as one document, what copydetect compares and the page shows."""
+        return "\n\n".join(self.code_cells)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(self.text_cells)
+
+    def cells(self, kind: str) -> list[str]:
+        return self.code_cells if kind == "code" else self.text_cells
 
 
 @dataclass
@@ -171,10 +183,13 @@ class Release:
         path = load.REPO / "exercises" / assignment / f"{assignment}.ipynb"
         cells = json.loads(path.read_text())["cells"]
         self.owned = load.course_cells(assignment)[0]  # grade cells and locked self-checks, by grade_id
-        self.cells = {_key(c["cell_type"], _source_text(c) or "") for c in cells}
-        self.code = "\n\n".join(_source_text(c) for c in cells if c["cell_type"] == "code")
-        self.text = "\n\n".join(_source_text(c) for c in cells if c["cell_type"] == "markdown")
+        self.given = {_key(c["cell_type"], _source_text(c) or "") for c in cells}
+        self.code_cells = [_source_text(c) or "" for c in cells if c["cell_type"] == "code"]
+        self.text_cells = [_source_text(c) or "" for c in cells if c["cell_type"] == "markdown"]
         self.path = path
+
+    def cells(self, kind: str) -> list[str]:
+        return self.code_cells if kind == "code" else self.text_cells
 
     def answers(self, cells: list, work: Work) -> Work:
         """Fill ``work`` with the code and prose of ``cells`` that the release did not hold."""
@@ -188,19 +203,28 @@ class Release:
             source = _source_text(cell)
             if grade_id in self.owned or source is None or not source.strip():
                 continue
-            if _key(cell["cell_type"], source) in self.cells:
+            if _key(cell["cell_type"], source) in self.given:
                 continue  # the release's own cell, as given
             if cell["cell_type"] == "code":
                 label = f"cell {index + 1}" + (f", {grade_id}" if grade_id else "")
                 code.append(f"# [{label}]\n{source.strip(chr(10))}")
             else:
                 text.append(source.strip())
-        work.code, work.text = "\n\n".join(code), "\n\n".join(text)
-        for part in ("code", "text"):
-            if len(getattr(work, part)) > MAX_COMPARED_CHARS:
-                setattr(work, part, getattr(work, part)[:MAX_COMPARED_CHARS])
-                work.notes.append(f"only the first {MAX_COMPARED_CHARS:,} characters of the {part} were compared")
+        work.code_cells, work.text_cells = _bounded(code, work, "code"), _bounded(text, work, "written answers")
         return work
+
+
+def _bounded(cells: list[str], work: Work, what: str) -> list[str]:
+    """The first cells up to MAX_COMPARED_CHARS in all (a note in ``work`` says when some were cut)."""
+    kept, total = [], 0
+    for cell in cells:
+        if total + len(cell) > MAX_COMPARED_CHARS:
+            kept.append(cell[:MAX_COMPARED_CHARS - total])
+            work.notes.append(f"only the first {MAX_COMPARED_CHARS:,} characters of the {what} were compared")
+            break
+        kept.append(cell)
+        total += len(cell)
+    return kept
 
 
 def known_sources(assignment: str) -> tuple[list[Work], list[str]]:
@@ -212,15 +236,15 @@ def known_sources(assignment: str) -> tuple[list[Work], list[str]]:
         answers = [c for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
         code = [SOLUTION_MARKS.sub("", _source_text(c)) for c in answers if c["cell_type"] == "code"]
         text = [SOLUTION_MARKS.sub("", _source_text(c)).strip() for c in answers if c["cell_type"] == "markdown"]
-        sources.append(Work("reference solution", Path("solutions") / assignment / path.name,
-                            "\n\n".join(code), "\n\n".join(text), source=True))
+        sources.append(Work("reference solution", Path("solutions") / assignment / path.name, code, text,
+                            source=True))
     else:
         missing.append(f"the reference solution {path} (not found)")
     spec = importlib.util.find_spec("torch")  # finds the installed torch without importing it (seconds)
     torch_root = Path(spec.origin).parent if spec and spec.origin else None
     for relative, names in TORCH_SOURCES.get(assignment, ()):
         file = torch_root / relative if torch_root else None
-        found, absent = _functions(file, names) if file and file.is_file() else ("", list(names))
+        found, absent = _functions(file, names) if file and file.is_file() else ([], list(names))
         if found:
             sources.append(Work(f"PyTorch: {', '.join(n for n in names if n not in absent)}",
                                 Path("torch") / relative, found, source=True))
@@ -228,7 +252,7 @@ def known_sources(assignment: str) -> tuple[list[Work], list[str]]:
     return sources, missing
 
 
-def _functions(file: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
+def _functions(file: Path, names: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """The source of the named functions (``Class.method`` for a method) of a Python file, and the names missing."""
     text = file.read_text()
     tree = ast.parse(text)
@@ -244,7 +268,7 @@ def _functions(file: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
             missing.append(name)
         else:
             found.append(textwrap.dedent("\n".join(lines[node.lineno - 1:node.end_lineno])))
-    return "\n\n\n".join(found), missing
+    return found, missing
 
 
 def collect(assignment: str, paths: list[Path], warnings: list[str]) -> tuple[list[Work], list[tuple[str, str]]]:
@@ -292,42 +316,52 @@ def prose(text: str) -> tuple[str, np.ndarray]:
 
 
 def fingerprint(work: Work, kind: str):
-    """copydetect's fingerprint of the code or the prose of ``work`` (every k-gram hash, winnowed)."""
+    """copydetect's fingerprint of the code or the prose of ``work``: the hash of every k-gram of a cell.
+
+    The cells are fingerprinted as one document (so a passage maps back to where it is on the page), less
+    the k-grams that run from one cell into the next: two students who left the same cells untouched would
+    otherwise share the seams between them.
+    """
     from copydetect.detector import CodeFingerprint
 
     if kind == "code":
-        window = CODE_GUARANTEE - CODE_NOISE + 1
-        return CodeFingerprint(f"{work.name}.py", CODE_NOISE, window, language="python", fp=io.StringIO(work.code))
-    normalized, rows = prose(work.text)
-    printed = CodeFingerprint(work.name, TEXT_NOISE, TEXT_GUARANTEE - TEXT_NOISE + 1, filter=False,
-                              fp=io.StringIO(normalized))
-    printed.raw_code, printed.offsets = work.text, rows
-    return printed
+        printed = CodeFingerprint(f"{work.name}.py", CODE_NOISE, CODE_GUARANTEE - CODE_NOISE + 1, language="python",
+                                  fp=io.StringIO(work.code))
+    else:
+        normalized, rows = prose(work.text)
+        printed = CodeFingerprint(work.name, TEXT_NOISE, TEXT_GUARANTEE - TEXT_NOISE + 1, filter=False,
+                                  fp=io.StringIO(normalized))
+        printed.raw_code, printed.offsets = work.text, rows
+    return restricted(printed, keep=all_hashes(work.cells(kind), kind))
 
 
-def all_hashes(text: str, kind: str) -> set:
-    """Every k-gram hash of ``text`` (no winnowing): what is left out of the comparisons as boilerplate."""
-    if not text.strip():
-        return set()
+def all_hashes(cells: list[str], kind: str) -> set:
+    """The hash of every k-gram of each cell (no winnowing, none across two cells)."""
     from copydetect.detector import CodeFingerprint
 
-    if kind == "code":
-        return set(CodeFingerprint("boilerplate.py", CODE_NOISE, 1, language="python", fp=io.StringIO(text)).hashes)
-    return set(CodeFingerprint("boilerplate", TEXT_NOISE, 1, filter=False, fp=io.StringIO(prose(text)[0])).hashes)
+    found: set = set()
+    for cell in cells:
+        if not cell.strip():
+            continue
+        if kind == "code":
+            found.update(CodeFingerprint("cell.py", CODE_NOISE, 1, language="python", fp=io.StringIO(cell)).hashes)
+        else:
+            found.update(CodeFingerprint("cell", TEXT_NOISE, 1, filter=False, fp=io.StringIO(prose(cell)[0])).hashes)
+    return found
 
 
-def without(printed, hashes: set):
-    """A copy of a fingerprint without ``hashes``.
+def restricted(printed, drop: set = frozenset(), keep: set | None = None):
+    """A copy of a fingerprint without the hashes in ``drop`` (and, given ``keep``, without those not in it).
 
     Done here rather than with CodeFingerprint's ``boilerplate`` argument: that one passes the document's
-    winnowed hashes, which repeat, to ``np.intersect1d(assume_unique=True)``, which then also drops one
-    occurrence of every repeated k-gram. This keeps the same rule (a hash in the boilerplate never matches)
-    and computes the coverage as copydetect does.
+    hashes, which repeat, to ``np.intersect1d(assume_unique=True)``, which then also drops one occurrence of
+    every repeated k-gram. The rule is the same (a hash in the boilerplate never matches) and the coverage is
+    computed as copydetect computes it.
     """
     from copydetect.utils import get_token_coverage
 
     kept = copy.copy(printed)
-    kept.hashes = printed.hashes - hashes
+    kept.hashes = {h for h in printed.hashes if h not in drop and (keep is None or h in keep)}
     kept.hash_idx = {h: i for h, i in printed.hash_idx.items() if h in kept.hashes}
     kept.token_coverage = get_token_coverage(kept.hash_idx, printed.k, len(printed.filtered_code))
     return kept
@@ -340,12 +374,12 @@ def compare(assignment: str, students: list[Work], sources: list[Work]) -> tuple
     release = Release(assignment)
     ranked = {}
     for kind in ("code", "text"):
-        boilerplate = all_hashes(release.code if kind == "code" else release.text, kind)
+        boilerplate = all_hashes(release.cells(kind), kind)
         have = [w for w in students if getattr(w, kind).strip()]
         origins = [w for w in sources if getattr(w, kind).strip()]
-        printed = {id(w): without(fingerprint(w, kind), boilerplate) for w in have + origins}
-        known = set().union(*(all_hashes(getattr(w, kind), kind) for w in origins)) if origins else set()
-        among = {id(w): without(printed[id(w)], known) for w in have}  # what no known source holds
+        printed = {id(w): restricted(fingerprint(w, kind), drop=boilerplate) for w in have + origins}
+        known = set().union(*(all_hashes(w.cells(kind), kind) for w in origins))
+        among = {id(w): restricted(printed[id(w)], drop=known) for w in have}  # what no known source holds
         pairs = []
         for i, left in enumerate(have):
             for right in have[i + 1:]:

@@ -20,7 +20,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from autograder import similarity
-from tests.grading import reference, write_class
+from tests.grading import blank, reference, write_class
 from tests.honest_corpus import CORPUS, EX2_LLMC
 from tests.conftest import REPO
 
@@ -83,7 +83,9 @@ def the_class() -> dict[str, dict]:
     }
     from_reference = planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "",
                                                                renamed(s, {"mean": "m", "var": "v", "g": "grad"})))
-    return {**honest, **planted_copies, "copy-of-reference": from_reference}
+    from_reference_too = planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "",
+                                                                   renamed(s, {"x_hat": "xn", "inv_std": "r"})))
+    return {**honest, **planted_copies, "copy-of-reference": from_reference, "copy-of-reference-too": from_reference_too}
 
 
 PLANTED = {EX2_LLMC.name, "copy-renamed", "copy-reordered-renamed", HOSTILE_NAME, "copy-spacing"}
@@ -153,11 +155,12 @@ def test_independent_honest_pairs_of_every_other_exercise_stay_below_the_mark(as
     assert not any(p.marked for p in report.code if not p.right.source)
 
 
-def test_a_copy_of_the_reference_is_listed_against_the_reference_alone(ex2_report):
-    mine = [p for p in ex2_report.code if "copy-of-reference" in names(p)]
+@pytest.mark.parametrize("student", ["copy-of-reference", "copy-of-reference-too"])
+def test_a_copy_of_the_reference_is_listed_against_the_reference_alone(ex2_report, student):
+    mine = [p for p in ex2_report.code if student in names(p)]
     assert mine[0].right.name == "reference solution" and mine[0].right.source
     assert mine[0].score >= 0.9 and mine[0].marked
-    assert not any(p.marked for p in mine[1:])
+    assert not any(p.marked for p in mine[1:])  # not against the other copy, nor anyone else
 
 
 def test_pytorchs_decompositions_are_known_sources(ex2_report):
@@ -165,6 +168,16 @@ def test_pytorchs_decompositions_are_known_sources(ex2_report):
         "reference solution", "PyTorch: _normalize, native_layer_norm", "PyTorch: native_layer_norm_backward"]
     assert not ex2_report.missing_sources
     assert "def native_layer_norm(" in ex2_report.sources[1].code
+
+
+def test_stubs_handed_in_as_given_are_not_paired(tmp_path):
+    """Students who kept the release's stubs (only its "# YOUR CODE HERE" deleted) share nothing of their own."""
+    def stubs_only():
+        notebook = planted(blank(EX2), lambda s: s.replace("# YOUR CODE HERE\n", ""))
+        return notebook
+    report = similarity.similarity_report(EX2, [write_class(tmp_path, {"ada": stubs_only(), "ben": stubs_only()})], [])
+    assert "raise NotImplementedError()" in report.students[0].code
+    assert report.code == []
 
 
 def test_the_release_code_is_left_out(ex2_report):
@@ -203,7 +216,7 @@ def test_the_page_shows_matching_passages_side_by_side(ex2_page):
 def test_the_command_prints_a_ranked_summary_and_lists_the_unreadable_notebook(ex2_page, ex2_class):
     done, _ = ex2_page
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"{EX2}: compared 12 students") and "skipped 1" in lines[0]
+    assert lines[0].startswith(f"{EX2}: compared 13 students") and "skipped 1" in lines[0]
     assert "<- look" in lines[2]
     assert any(line.startswith("  skipped broken: ") and "not valid JSON" in line for line in lines)
     assert lines[-1].startswith("  report: ")
@@ -268,8 +281,9 @@ def test_independent_written_answers_stay_below_the_mark(ex3_report):
 
 
 def test_the_question_is_left_out_of_the_written_answers(tmp_path):
-    quoting = {name: with_written(entry, "Task 3 — written answer (3 points, graded by hand). In one to three "
-                                        f"paragraphs, explain why BatchNorm is a poor fit for Transformers.\n\n{text}")
+    """Students who paste the question above a short answer of their own are not paired by the question."""
+    question = next(c for c in blank(EX3)["cells"] if "".join(c["source"]).startswith("## Task 3"))
+    quoting = {name: with_written(entry, "".join(question["source"]) + "\n\n" + text.split(".")[0] + ".")
                for (name, text), entry in zip(WRITTEN.items(), [e for e in CORPUS if e.assignment == EX3])}
     report = similarity.similarity_report(EX3, [write_class(tmp_path, quoting)], [])
     assert not any(p.marked for p in report.text)
