@@ -71,6 +71,14 @@ def no_comments_other_spacing(source: str) -> str:
     return "\n\n".join(lines)
 
 
+def edited(source: str) -> str:
+    """Renamed, two lines rewritten and a print added: a copier who also changed what they understood."""
+    source = renamed(source, LLMC_NAMES)
+    source = source.replace("(sigma2 + eps) ** -0.5", "torch.rsqrt(sigma2 + eps)")
+    source = source.replace("    features = x.size(-1)\n", "    features = x.shape[-1]\n    print(x.shape)\n", 1)
+    return source
+
+
 def the_class() -> dict[str, dict]:
     """The ex2 class: the honest corpus, three planted copies of one entry, a copy of the reference, a hostile name."""
     honest = {entry.name: entry.notebook() for entry in CORPUS if entry.assignment == EX2}
@@ -80,6 +88,7 @@ def the_class() -> dict[str, dict]:
         "copy-reordered-renamed": planted(original, lambda s: swap_functions(renamed(s, LLMC_NAMES))),
         HOSTILE_NAME: planted(original, other_comments),
         "copy-spacing": planted(original, no_comments_other_spacing),
+        "copy-edited": planted(original, edited),
     }
     from_reference = planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "",
                                                                renamed(s, {"mean": "m", "var": "v", "g": "grad"})))
@@ -88,7 +97,7 @@ def the_class() -> dict[str, dict]:
     return {**honest, **planted_copies, "copy-of-reference": from_reference, "copy-of-reference-too": from_reference_too}
 
 
-PLANTED = {EX2_LLMC.name, "copy-renamed", "copy-reordered-renamed", HOSTILE_NAME, "copy-spacing"}
+PLANTED = {EX2_LLMC.name, "copy-renamed", "copy-reordered-renamed", HOSTILE_NAME, "copy-spacing", "copy-edited"}
 HONEST = {entry.name for entry in CORPUS if entry.assignment == EX2}
 
 
@@ -130,14 +139,14 @@ def test_planted_copies_rank_above_every_honest_pair(ex2_report):
     ranked = student_pairs(ex2_report)
     planted_pairs = [i for i, p in enumerate(ranked) if names(p) <= PLANTED]
     assert len(planted_pairs) == len(PLANTED) * (len(PLANTED) - 1) // 2
-    assert planted_pairs == list(range(len(planted_pairs)))  # the first ten, whatever their order
+    assert planted_pairs == list(range(len(planted_pairs)))  # the first fifteen, whatever their order
     assert all(p.marked for p in ranked[:len(planted_pairs)])
 
 
 def test_every_planted_copy_shares_most_of_the_original(ex2_report):
     against_original = [p for p in student_pairs(ex2_report) if EX2_LLMC.name in names(p) and names(p) <= PLANTED]
-    assert len(against_original) == 4
-    assert min(p.score for p in against_original) >= 0.9
+    assert len(against_original) == len(PLANTED) - 1
+    assert min(p.score for p in against_original) >= 0.8
 
 
 def test_independent_honest_pairs_stay_below_the_mark(ex2_report):
@@ -216,7 +225,7 @@ def test_the_page_shows_matching_passages_side_by_side(ex2_page):
 def test_the_command_prints_a_ranked_summary_and_lists_the_unreadable_notebook(ex2_page, ex2_class):
     done, _ = ex2_page
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"{EX2}: compared 13 students") and "skipped 1" in lines[0]
+    assert lines[0].startswith(f"{EX2}: compared 14 students") and "skipped 1" in lines[0]
     assert "<- look" in lines[2]
     assert any(line.startswith("  skipped broken: ") and "not valid JSON" in line for line in lines)
     assert lines[-1].startswith("  report: ")
