@@ -44,7 +44,10 @@ CODE_NOISE = CODE_GUARANTEE = 25
 # then copydetect's unfiltered fingerprints of 40 characters (about seven words: two independent answers to one
 # question share phrases such as "the running statistics", rarely seven words in a row).
 TEXT_NOISE = TEXT_GUARANTEE = 40
-HIGHLIGHT = 0.7  # a pair where either side shares this much with the other is marked "look at this pair"
+# A pair is marked "look" at 70 %. Measured on tests/honest_corpus.py (independent honest solutions of all six
+# exercises): two of them share at most 51 % (ex4), one shares at most 55 % with the reference (ex6); planted
+# copies (tests/test_similarity.py) share 80 % (two lines rewritten) to 100 % (renamed, reordered, recommented).
+HIGHLIGHT = 0.7
 MIN_OVERLAP = 60  # characters of filtered code (or normalized text): less than this is never marked
 MAX_COMPARED_CHARS = 100_000  # of each student's code and of their text: a course answer is a few thousand
 MAX_LISTED = 40  # pairs listed in each table, with their passages
@@ -589,6 +592,11 @@ def render(report: Report) -> str:
             + "\n".join(body) + "</main></body></html>\n")
 
 
+def _plain(text) -> str:
+    """``text`` for a terminal: a file name can hold escape sequences, which would act on the instructor's."""
+    return "".join(c if c.isprintable() or c == "\n" else "?" for c in str(text))
+
+
 def summary(report: Report, output: Path, shown: int = 5) -> list[str]:
     lines = [f"{report.assignment}: compared {len(report.students)} students in {report.seconds:.1f} s"
              + (f" ({report.with_text} with written answers)" if report.with_text else "")
@@ -599,11 +607,11 @@ def summary(report: Report, output: Path, shown: int = 5) -> list[str]:
         marked = sum(p.marked for p in pairs)
         lines.append(f"  {kind}: {marked} pair{'s' * (marked != 1)} at or above {_percent(HIGHLIGHT)}; most similar:")
         for pair in pairs[:max(shown, marked)][:MAX_LISTED]:
-            other = f"{pair.right.name} (known source)" if pair.right.source else pair.right.name
-            lines.append(f"    {_percent(pair.score):>4}  {pair.overlap:>5} tokens  {pair.left.name} ~ {other}"
+            other = _plain(pair.right.name) + (" (known source)" if pair.right.source else "")
+            lines.append(f"    {_percent(pair.score):>4}  {pair.overlap:>5} tokens  {_plain(pair.left.name)} ~ {other}"
                          + ("  <- look" if pair.marked else ""))
     for name, why in report.skipped:
-        lines.append(f"  skipped {name}: {why}")
+        lines.append(f"  skipped {_plain(name)}: {_plain(why)}")
     lines.append(f"  report: {output}")
     return lines
 
@@ -624,7 +632,7 @@ def command(assignment: str, paths: list[Path], output: Path | None) -> int:
             report = similarity_report(assignment, paths, warnings)
         finally:
             for warning in warnings:
-                print(f"warning: {warning}", file=sys.stderr)
+                print(f"warning: {_plain(warning)}", file=sys.stderr)
         output = output or Path("results") / assignment / "similarity.html"
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
@@ -634,7 +642,7 @@ def command(assignment: str, paths: list[Path], output: Path | None) -> int:
         except OSError as error:
             raise Problem(f"cannot write {output}: {error.strerror or error}") from None
     except Problem as problem:
-        print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {_plain(problem)}", file=sys.stderr)
         return 2
     print("\n".join(summary(report, output)))
     return 0

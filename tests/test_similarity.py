@@ -90,11 +90,11 @@ def the_class() -> dict[str, dict]:
         "copy-spacing": planted(original, no_comments_other_spacing),
         "copy-edited": planted(original, edited),
     }
-    from_reference = planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "",
-                                                               renamed(s, {"mean": "m", "var": "v", "g": "grad"})))
-    from_reference_too = planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "",
-                                                                   renamed(s, {"x_hat": "xn", "inv_std": "r"})))
-    return {**honest, **planted_copies, "copy-of-reference": from_reference, "copy-of-reference-too": from_reference_too}
+    def from_reference(names):
+        return planted(reference(EX2), lambda s: re.sub(r"#{3} (BEGIN|END) SOLUTION\n", "", renamed(s, names)))
+
+    return {**honest, **planted_copies, "copy-of-reference": from_reference({"mean": "m", "var": "v", "g": "grad"}),
+            "copy-of-reference-too": from_reference({"x_hat": "xn", "inv_std": "r"})}
 
 
 PLANTED = {EX2_LLMC.name, "copy-renamed", "copy-reordered-renamed", HOSTILE_NAME, "copy-spacing", "copy-edited"}
