@@ -127,8 +127,12 @@ def ex2_page(ex2_class, tmp_path_factory):
     return done, page.read_text()
 
 
+def student_pairs_of(pairs):
+    return [p for p in pairs if not p.right.source]
+
+
 def student_pairs(report):
-    return [p for p in report.code if not p.right.source]
+    return student_pairs_of(report.code)
 
 
 def names(pair) -> set[str]:
@@ -187,6 +191,14 @@ def test_stubs_handed_in_as_given_are_not_paired(tmp_path):
     report = similarity.similarity_report(EX2, [write_class(tmp_path, {"ada": stubs_only(), "ben": stubs_only()})], [])
     assert "raise NotImplementedError()" in report.students[0].code
     assert report.code == []
+
+
+def test_an_nbgrader_course_folder_is_read_like_grade_reads_it(tmp_path):
+    for student, notebook in {"ada": reference(EX2), "ben": EX2_LLMC.notebook()}.items():
+        write_class(tmp_path / "submitted" / student / EX2, {EX2: notebook})
+    report = similarity.similarity_report(EX2, [tmp_path], [])
+    assert [w.name for w in report.students] == ["ada", "ben"]
+    assert report.code[0].left.name == "ada" and report.code[0].right.name == "reference solution"
 
 
 def test_the_release_code_is_left_out(ex2_report):
@@ -274,14 +286,23 @@ def ex3_report(tmp_path_factory) -> similarity.Report:
     honest = [e for e in CORPUS if e.assignment == EX3]
     students = {name: with_written(entry, text) for (name, text), entry in zip(WRITTEN.items(), honest)}
     students["eli-copied"] = with_written(honest[len(WRITTEN)], COPIED)  # code of their own, the text bo's
+    students["fay-model-answer"] = blank(EX3)  # no code; the reference's model answer as the written answer
+    model = "".join(answer(reference(EX3), "written_answer")["source"])
+    answer(students["fay-model-answer"], "written_answer")["source"] = re.sub(r"### (BEGIN|END) SOLUTION\n?", "", model)
     folder = write_class(tmp_path_factory.mktemp("ex3") / "submissions", students)
     return similarity.similarity_report(EX3, [folder], [])
 
 
-def test_a_copied_written_answer_with_words_changed_ranks_first(ex3_report):
-    first = ex3_report.text[0]
+def test_a_copied_written_answer_with_words_changed_ranks_first_among_students(ex3_report):
+    first = student_pairs_of(ex3_report.text)[0]
     assert names(first) == {COPIED_FROM, "eli-copied"}
     assert first.marked and first.score >= 0.7
+
+
+def test_the_model_answer_pasted_is_listed_against_the_reference(ex3_report):
+    fay = [p for p in ex3_report.text if "fay-model-answer" in names(p)]
+    assert fay[0].right.name == "reference solution" and fay[0].marked
+    assert not any(p.marked for p in fay[1:])
 
 
 def test_independent_written_answers_stay_below_the_mark(ex3_report):
