@@ -337,5 +337,32 @@ def test_one_readable_student_is_an_error_naming_the_skipped_ones(tmp_path):
     assert "skipped ben: " in done.stderr and "not valid JSON" in done.stderr and "Traceback" not in done.stderr
 
 
+DAMAGED = {
+    "empty": b"",
+    "not-utf8": b"\xff\xfe{",
+    "deep": "[" * 100_000,
+    "no-cells": {"nbformat": 4, "metadata": {}},
+    "cells-not-a-list": {"nbformat": 4, "cells": "oops"},
+    "format-2": {"nbformat": 2, "cells": []},
+    "odd-cells": {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        1, [], {"cell_type": ["code"]}, {"cell_type": "code", "source": 7},
+        {"cell_type": "code", "source": ["x = 1", 2], "metadata": []},
+        {"cell_type": "code", "source": "y = 2", "metadata": {"nbgrader": {"grade_id": ["a"]}}},
+        {"cell_type": "markdown", "source": "\x00<script>", "metadata": {"nbgrader": "solution"}}]},
+}
+
+
+def test_damaged_notebooks_are_skipped_with_their_reason(tmp_path):
+    folder = write_class(tmp_path, {"ada": reference(EX2), "ben": EX2_LLMC.notebook(), **DAMAGED})
+    report = similarity.similarity_report(EX2, [folder], [])
+    skipped = dict(report.skipped)
+    assert sorted(skipped) == sorted(set(DAMAGED) - {"odd-cells"})
+    assert "empty" in skipped["empty"] and "not valid JSON" in skipped["deep"]
+    assert "no cells" in skipped["no-cells"] and "format 2" in skipped["format-2"]
+    odd = next(w for w in report.students if w.name == "odd-cells")
+    assert "y = 2" in odd.code and odd.text == "\x00<script>"
+    assert "<script>" not in similarity.render(report)
+
+
 def test_an_unknown_assignment_is_an_error(tmp_path):
     assert similarity.command("ex9_nothing", [tmp_path], None) == 2
