@@ -4,6 +4,7 @@
     python -m autograder release ASSIGNMENT STUDENT_ID... [--results DIR] [--gradebook URL]
     python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR] [--gradebook URL]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
+    python -m autograder similarity ASSIGNMENT PATH... [-o FILE.html]
 
 Exit status 0 when every submission got a result, whatever the scores; 2 when the
 grader itself cannot run (bad arguments, unknown assignment, no notebook found, no sandbox,
@@ -72,6 +73,13 @@ def parse(argv) -> argparse.Namespace:
     package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
     package.add_argument("assignment")
     package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
+    similar = commands.add_parser("similarity", help="rank pairs of students whose answers look alike, in one HTML "
+                                  "page (nothing is run)")
+    similar.add_argument("assignment")
+    similar.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                         help="a .ipynb file, a folder of them, or an nbgrader course folder (submitted/...)")
+    similar.add_argument("-o", "--output", type=Path, metavar="FILE.html",
+                         help="where the report goes (default: results/ASSIGNMENT/similarity.html)")
     inside = commands.add_parser("gradescope-run", help="what run_autograder calls inside Gradescope's container")
     inside.add_argument("assignment")
     inside.add_argument("--root", type=Path, default=Path("/autograder"))
@@ -85,6 +93,10 @@ def main(argv=None) -> int:
             return grade(args)
         if args.command == "export":
             return export(args)
+        if args.command == "similarity":
+            from autograder import similarity
+
+            return similarity.command(args.assignment, args.paths, args.output)
         from autograder import gradescope
 
         known(args.assignment)
