@@ -126,10 +126,21 @@ def read(results: Path, assignment: str, totals: dict | None = None, url: str = 
         return from_gradebook(assignment, rows, totals, url)
     column = Column(assignment, maxima[0])
     for student, score, _, status, _ in rows:
-        column.scores[student] = None if status in NOT_YET else score
+        late = late_penalty(folder / f"{student}.json")
+        column.scores[student] = None if status in NOT_YET else max(0.0, score - late)
         if status in NOT_YET:
             column.pending[student] = status
     return column
+
+
+def late_penalty(path: Path) -> float:
+    """The late penalty of a result (``extra_data.late.penalty``, points), 0 when it has none or a damaged one."""
+    try:
+        late = json.loads(path.read_text(encoding="utf-8"))["extra_data"].get("late")
+        penalty = late.get("penalty") if type(late) is dict else 0.0
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0.0
+    return float(penalty) if number(penalty) and penalty > 0 else 0.0
 
 
 def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str) -> Column:
