@@ -62,6 +62,7 @@ from autograder import lms, report
 
 FOLDER = "handback"
 STATE = ".state"
+MAX_RESULT_BYTES = 64 * 2**20  # a result the grader wrote is far smaller (its outputs are bounded)
 MAX_TEXT = 4000  # characters of one message or comment shown (results and comments are not trusted)
 MAX_ITEMS = 200  # tests, notes, notebooks shown per hand-back
 VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]  # a new layout rewrites every page
@@ -106,6 +107,10 @@ def refresh(assignment: str, results: Path, url: str | None = None, students=Non
         if wanted is not None and path.stem not in wanted:
             continue
         try:
+            if path.stat().st_size > MAX_RESULT_BYTES:
+                raise lms.BadResults(f"{path} is {path.stat().st_size / 2**20:.0f} MiB, more than any result the "
+                                     f"grader writes; grade that submission again (python -m autograder grade "
+                                     f"{assignment} NOTEBOOK --force), or move the file out of {path.parent}/")
             lms.read_result(path, assignment)
         except lms.BadResults as problem:
             done.problems.append(f"no hand-back for {path.stem}: {problem}")
@@ -475,15 +480,27 @@ def duration(seconds: float) -> str:
 # ---- rendering ---------------------------------------------------------------------------------------------------
 
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!<>&|~$-])")
+# What Markdown reads as markup anywhere (inline), and what it reads as a block only at the start of a line
+# (headings, lists, quotes, setext underlines, ordered items): escaped, so that a renderer shows the text.
+MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>&|~$])")
+MARKDOWN_LINE_START = re.compile(r"^([ \t]*)(#|([-+=])(?=\s|\3|$)|\d+(?=[.)](?:\s|$)))", re.MULTILINE)
 
 
 def md_text(text: str) -> str:
-    return MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("\n", "  \n")
+    text = MARKDOWN_INLINE.sub(r"\\\1", text)
+    text = MARKDOWN_LINE_START.sub(lambda m: m[1] + ("\\" + m[2] if not m[2][0].isdigit() else m[2] + "\\"), text)
+    return text.replace("\n", "  \n")
 
 
 def md_spans(spans) -> str:
-    return "".join(f"**{md_text(text)}**" if strong and text else md_text(text) for text, strong in spans)
+    out = ""
+    for text, strong in spans:
+        if strong and text.strip():  # ** must touch the words it makes strong
+            core = text.strip()
+            out += text[:len(text) - len(text.lstrip())] + f"**{md_text(core)}**" + text[len(text.rstrip()):]
+        else:
+            out += md_text(text)
+    return out
 
 
 def markdown(blocks: list) -> str:
@@ -518,15 +535,16 @@ def html_spans(spans) -> str:
 STYLE = """
 :root { color-scheme: light; }
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; line-height: 1.5; color: #1a1a1a;
-       background: #fff; max-width: 46rem; margin: 0 auto; padding: 1rem; overflow-wrap: anywhere; }
+       background: #fff; max-width: 46rem; margin: 0 auto; padding: 1rem; overflow-wrap: break-word; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 1.8rem; border-bottom: 1px solid #ccc; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; }
 caption { text-align: left; font-weight: bold; padding: 0.3rem 0; }
 th, td { border: 1px solid #bbb; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
-pre { white-space: pre-wrap; background: #f6f6f6; border-left: 3px solid #777; padding: 0.5rem; }
-li { margin: 0.3rem 0; white-space: pre-wrap; }
+td { white-space: nowrap; } td:last-child { white-space: normal; } tbody th { overflow-wrap: anywhere; min-width: 7rem; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; border-left: 3px solid #777; padding: 0.5rem; }
+li { margin: 0.3rem 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 @media print { body { max-width: none; padding: 0; font-size: 11pt; } h2 { break-after: avoid; }
                tr, pre, li { break-inside: avoid; } .scroll { overflow: visible; } }
 """

@@ -24,7 +24,8 @@ from nbgrader.api import Gradebook
 from autograder import cli, gradebook, report
 from tests.grading import grade_in_process, with_cell
 from tests.mistakes import MISTAKES
-from tests.test_held_results import HELD, held_result, release_into, scored
+from tests.grading import REPO, reference
+from tests.test_held_results import HELD, held_result, nbgrader, release_into, scored
 from tests.test_lms_export import save
 
 EX2, EX3 = "ex2_layernorm", "ex3_batchnorm"
@@ -303,6 +304,23 @@ def test_a_page_generated_after_the_last_change_is_kept(ex3_class):
     kept = nbgrader_page(ex3_class, "ada")
     handback(ex3_class, EX3)
     assert kept.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_after_a_manual_score_changes_nbgrader_hands_back_the_new_score_never_the_stale_page(ex3_class):
+    shutil.copy(REPO / "nbgrader_config.py", ex3_class)
+    notebook = ex3_class / "submitted" / "ada" / EX3 / f"{EX3}.ipynb"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text(json.dumps(reference(EX3)))
+    record(ex3_class, EX3, "ada")  # the formgrader's copy of the notebook, which nbgrader's feedback renders
+    nbgrader(["generate_feedback", EX3], ex3_class)
+    feedback = ex3_class / "feedback" / "ada" / EX3 / f"{EX3}.html"
+    assert f"{EX3} (Score: 9.5 / 10.0)" in feedback.read_text()
+    type_grade(ex3_class, "ada", 1.0)  # in the formgrader
+    exported(ex3_class, EX3, "ada", "--gradebook", url_of(ex3_class))
+    nbgrader(["generate_feedback", EX3], ex3_class)  # as the README says, without --force
+    assert f"{EX3} (Score: 8.0 / 10.0)" in feedback.read_text()
 
 
 # --- lateness, notebooks ----------------------------------------------------------------------------------------
