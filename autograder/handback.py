@@ -274,8 +274,9 @@ def build(assignment: str, data: dict, column: lms.Column, marks: Marks | None, 
     # -- the total
     grade = column.scores.get(student)
     pending = column.pending.get(student)
-    automatic = sum(task_points(name, part, cells)[0] for name, part in parts.items())
-    automatic_max = sum(float(part["max_score"]) for part in parts.values() if number(part.get("max_score")))
+    decided = {name: task_points(name, part, cells) for name, part in parts.items()}
+    tops = {name: float(part["max_score"]) if number(part.get("max_score")) else 0.0 for name, part in parts.items()}
+    by_tests = [name for name, (_, how) in decided.items() if how in ("automatic", "released")]
     manual = [cell for cell in cells.values() if not cell.name.startswith("check_")
               or cell.name[len("check_"):] not in parts]
     waiting = [c for c in manual if c.needs_manual_grade or c.score is None]
@@ -294,7 +295,16 @@ def build(assignment: str, data: dict, column: lms.Column, marks: Marks | None, 
                   "stale": "the gradebook has not caught up with this result yet"}.get(pending or "", "it is not final")
         blocks.append(("p", [("Total so far: ", False), (f"{pts(so_far)} / {pts(column.max_score)}", True),
                              (f" (provisional, no grade yet: {reason})", False)]))
-    lines = [[("Automatic points: ", False), (f"{pts(automatic)} / {pts(automatic_max)}", True)]]
+    lines = [[("Automatic points: ", False),
+              (f"{pts(sum(decided[n][0] for n in by_tests))} / {pts(sum(tops[n] for n in by_tests))}", True)]]
+    for name, (points, how) in decided.items():
+        title = bounded(parts[name].get("title"), 200) or name
+        if how == "held":
+            lines.append([(f"Held for review, {title}: ", False), (f"waits for your instructor (out of "
+                                                                   f"{pts(tops[name])})", True)])
+        elif how == "typed":
+            lines.append([(f"Scored by your instructor, {title}: ", False), (f"{pts(points)} / {pts(tops[name])}",
+                                                                            True)])
     if with_gradebook:
         for cell in manual:
             lines.append([(f"Graded by hand, {describe(cell)}: ", False),
@@ -542,11 +552,13 @@ table { border-collapse: collapse; width: 100%; }
 caption { text-align: left; font-weight: bold; padding: 0.3rem 0; }
 th, td { border: 1px solid #bbb; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
-td { white-space: nowrap; } td:last-child { white-space: normal; } tbody th { overflow-wrap: anywhere; min-width: 7rem; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; border-left: 3px solid #777; padding: 0.5rem; }
+td { white-space: nowrap; } td:last-child { white-space: normal; }
+tbody th { overflow-wrap: anywhere; min-width: 7rem; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; border-left: 3px solid #777;
+      padding: 0.5rem; }
 li { margin: 0.3rem 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 @media print { body { max-width: none; padding: 0; font-size: 11pt; } h2 { break-after: avoid; }
-               tr, pre, li { break-inside: avoid; } .scroll { overflow: visible; } }
+               tr, pre, li { break-inside: avoid; } .scroll { overflow: visible; } td { white-space: normal; } }
 """
 
 
@@ -619,10 +631,8 @@ def check_feedback(database: Path, folder: Path, assignment: str, student: str, 
             stale = seen.get("gradebook") != now
         else:  # written since the last run: after the gradebook's last change, or with the scores seen then
             newest = max((p.stat().st_mtime_ns for p in pages.iterdir() if p.is_file()), default=0)
-            try:
-                changed = database.stat().st_mtime_ns
-            except OSError:
-                changed = newest + 1
+            changed = max((path.stat().st_mtime_ns for path in (database, *database.parent.glob(f"{database.name}-*"))
+                           if path.is_file()), default=newest + 1)  # the file, and SQLite's journal if there is one
             stale = not (newest > changed or ("gradebook" in seen and seen["gradebook"] == now))
     if stale:
         stale = gradebook.remove_feedback(course, student, assignment)

@@ -232,6 +232,7 @@ def test_a_held_task_shows_what_its_tests_measured_and_that_it_waits_for_the_ins
     assert "Held for your instructor's review: its tests measured 2 / 2. These points wait for your instructor" \
            in shown
     assert "Total so far: 8 / 10 (provisional, no grade yet: a task is held for your instructor's review)" in shown
+    assert "Automatic points: 8 / 8 Held for review, Task 2: LayerNorm: waits for your instructor (out of 2)" in shown
 
 
 def test_release_rewrites_the_hand_back_with_the_released_score_and_says_so(held, capsys):
@@ -248,6 +249,7 @@ def test_a_score_typed_for_a_held_task_is_shown_as_the_instructors(held):
     handback(held, EX2)
     shown = text_of(page(held, EX2, "ada"))
     assert "Scored by your instructor: 1 / 2" in shown
+    assert "Automatic points: 8 / 8 Scored by your instructor, Task 2: LayerNorm: 1 / 2" in shown
     assert exported(held, EX2, "ada", "--gradebook", url_of(held)) == "9" and "Total: 9 / 10" in shown
 
 
