@@ -280,7 +280,6 @@ def build(assignment: str, data: dict, column: lms.Column, marks: Marks | None, 
     manual = [cell for cell in cells.values() if not cell.name.startswith("check_")
               or cell.name[len("check_"):] not in parts]
     waiting = [c for c in manual if c.needs_manual_grade or c.score is None]
-    held = [part for name, part in parts.items() if "held" in part and task_points(name, part, cells)[1] == "held"]
     blocks.append(("h", 2, "Your total"))
     if grade is not None:
         blocks.append(("p", [("Total: ", False), (f"{pts(grade)} / {pts(column.max_score)}", True)]
@@ -305,6 +304,8 @@ def build(assignment: str, data: dict, column: lms.Column, marks: Marks | None, 
         elif how == "typed":
             lines.append([(f"Scored by your instructor, {title}: ", False), (f"{pts(points)} / {pts(tops[name])}",
                                                                             True)])
+    if with_gradebook and marks is None and lms.manual_cells(assignment):
+        lines.append([("Graded by hand: ", False), ("not in the gradebook yet", True)])
     if with_gradebook:
         for cell in manual:
             lines.append([(f"Graded by hand, {describe(cell)}: ", False),
