@@ -22,9 +22,8 @@ from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from nbgrader.api import Gradebook
 
 from autograder import cli, gradebook, report
-from tests.grading import grade_in_process, with_cell
+from tests.grading import REPO, grade_in_process, reference, with_cell
 from tests.mistakes import MISTAKES
-from tests.grading import REPO, reference
 from tests.test_held_results import HELD, held_result, nbgrader, release_into, scored
 from tests.test_lms_export import save
 
