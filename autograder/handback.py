@@ -23,7 +23,12 @@ writes ``DIR/handback/<student_id>.html`` and ``.md`` for every student with a r
 Everything that came from a result or the gradebook is text: escaped in the HTML, and escaped in
 the Markdown so that a Markdown renderer shows it as written.
 
-``refresh`` is what ``grade``, ``release``, ``export`` and ``handback`` call. A hand-back whose
+``refresh`` is what ``grade``, ``release``, ``export`` and ``handback`` call: ``grade`` for the
+students it graded or recorded, ``release`` for those it released, ``export`` for every student
+it exports, with the export's own gradebook (or none), so that the CSV and the hand-backs never
+disagree; ``grade``, ``release`` and ``handback`` use the gradebook given or the one ``grade
+--gradebook`` remembered. A manual grade typed in the formgrader reaches the hand-backs at the
+next ``export --gradebook`` or ``handback``. A hand-back whose
 inputs have not changed is left as it is: the digest of its inputs is in the HTML page
 (``<meta name="handback-digest">``), and a page is written again only when the digest differs or
 a file is missing.

@@ -221,10 +221,21 @@ def feedback(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+@cache
+def manual_cells(assignment: str) -> dict[str, float]:
+    """grade_id -> points of the release's cells graded by hand (an answer cell that is also graded)."""
+    try:
+        notebook = json.loads((PACKAGE.parent / "exercises" / assignment / f"{assignment}.ipynb")
+                              .read_text(encoding="utf-8"))
+        cells = [cell.get("metadata", {}).get("nbgrader", {}) for cell in notebook["cells"]]
+        return {meta["grade_id"]: float(meta.get("points", 0)) for meta in cells
+                if meta.get("grade") and meta.get("solution") and "grade_id" in meta}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def graded_by_hand(assignment: str) -> str:
     """What of ``assignment`` a person grades, with its points ("the written answer (3 points) is"), or ""."""
-    from autograder.lms import manual_cells  # the release's cells graded by hand, read once
-
     cells = manual_cells(assignment)
     if not cells:
         return ""
