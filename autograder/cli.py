@@ -5,6 +5,7 @@
     python -m autograder export [ASSIGNMENT...] --format canvas|moodle -o FILE.csv [--results DIR] [--gradebook URL]
     python -m autograder gradescope ASSIGNMENT -o FILE.zip
     python -m autograder similarity ASSIGNMENT PATH... [-o FILE.html]
+    python -m autograder handback ASSIGNMENT [--results DIR] [--gradebook URL]
 
 Exit status 0 when every submission got a result, whatever the scores; 2 when the
 grader itself cannot run (bad arguments, unknown assignment, no notebook found, no sandbox,
@@ -70,6 +71,12 @@ def parse(argv) -> argparse.Namespace:
     export.add_argument("--gradebook", metavar="URL",
                         help="export nbgrader's totals from this gradebook (automatic plus manual points), e.g. "
                              "sqlite:///gradebook.db")
+    handback = commands.add_parser("handback", help="write each student's hand-back: total, reasons, manual points")
+    handback.add_argument("assignment")
+    handback.add_argument("--results", type=Path, help="where results are (default: results/ASSIGNMENT/)")
+    handback.add_argument("--gradebook", metavar="URL",
+                          help="take the manual points, comments and totals from nbgrader's gradebook (default: the "
+                               "one `grade --gradebook` last recorded these results into)")
     package = commands.add_parser("gradescope", help="build a Gradescope autograder zip")
     package.add_argument("assignment")
     package.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.zip")
@@ -97,6 +104,9 @@ def main(argv=None) -> int:
             from autograder import similarity
 
             return similarity.command(args.assignment, args.paths, args.output)
+        if args.command == "handback":
+            known(args.assignment)
+            return handback(args)
         from autograder import gradescope
 
         known(args.assignment)
@@ -200,6 +210,8 @@ def grade_with(args, early: list, start: float) -> int:
         print(f"recorded {recorded} submissions in the gradebook {args.gradebook}")
         feedback_again(args.assignment, stale)
     summarize(args.assignment, entries, skipped, rows, results, time.monotonic() - start, args.jobs, isolation)
+    handbacks(args.assignment, results, args.gradebook or report.remembered_gradebook(results),
+              [e.student_id for e in entries])
     return 0
 
 
@@ -249,6 +261,8 @@ def release(args) -> int:
                 print(f"recorded in the gradebook {url}")
             gradebook.close()
             feedback_again(args.assignment, stale)
+        if released:
+            handbacks(args.assignment, results, url, released)
     return 0
 
 
@@ -286,7 +300,43 @@ def export(args) -> int:
           + (f"; {missing} missing submission{'s' * (missing != 1)} left without a score" if missing else ""))
     for line in todo:
         print(line, file=sys.stderr)
+    for column in columns:  # the hand-backs say what the CSV says
+        if (args.results / column.assignment).is_dir():
+            handbacks(column.assignment, args.results / column.assignment, args.gradebook, column.scores,
+                      totals if args.gradebook else None)
     return 0
+
+
+def handback(args) -> int:
+    """Write the hand-backs of every student with a result; exit status 2 if a result could not be read."""
+    results = args.results or Path("results") / args.assignment
+    if not results.is_dir():
+        raise Usage(f"no results folder {results}/: grade first (python -m autograder grade {args.assignment} "
+                    "PATH...), or pass --results, the folder of the assignment's results")
+    done = handbacks(args.assignment, results, args.gradebook or report.remembered_gradebook(results), None,
+                     problem=Usage)
+    return 2 if done.problems else 0
+
+
+def handbacks(assignment: str, results: Path, url: str | None, students, totals: dict | None = None,
+              problem=None):
+    """Refresh the hand-backs of ``students`` (None: all) and say how many were written. A hand-back that cannot
+    be written is a warning (``problem``: the exception to raise instead), never the end of a grading run."""
+    from autograder import handback as handback_module
+
+    try:
+        done = handback_module.refresh(assignment, results, url, students, totals)
+    except handback_module.Problem as error:
+        if problem is not None:
+            raise problem(f"no hand-backs written: {error}") from None
+        print(f"warning: no hand-backs written: {error}", file=sys.stderr)
+        return None
+    print(done.summary() + ("" if url or not lms.manual_cells(assignment) else
+                            " (without a gradebook: the points graded by hand are not in them)"))
+    for line in done.problems:
+        print(f"error: {line}", file=sys.stderr)
+    feedback_again(assignment, done.stale_feedback)
+    return done
 
 
 class Progress:

@@ -41,7 +41,6 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 from autograder import report
@@ -67,7 +66,6 @@ NOT_YET = {
              "record them with `python -m autograder grade {assignment} PATH... --gradebook {url}{where}` and "
              "export again",
 }
-REPO = Path(__file__).resolve().parent.parent
 
 
 class BadResults(Exception):
@@ -189,16 +187,7 @@ def from_gradebook(assignment: str, rows: list[tuple], totals: dict, url: str, p
     return column
 
 
-@cache
-def manual_cells(assignment: str) -> dict[str, float]:
-    """grade_id -> points of the release's cells graded by hand (an answer cell that is also graded)."""
-    try:
-        notebook = json.loads((REPO / "exercises" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
-        cells = [cell.get("metadata", {}).get("nbgrader", {}) for cell in notebook["cells"]]
-        return {meta["grade_id"]: float(meta.get("points", 0)) for meta in cells
-                if meta.get("grade") and meta.get("solution") and "grade_id" in meta}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+manual_cells = report.manual_cells  # grade_id -> points of the release's cells graded by hand
 
 
 def text(points: float) -> str:

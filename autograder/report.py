@@ -179,6 +179,11 @@ def feedback(data: dict) -> str:
     lines = [f"# Feedback: {extra['assignment']}", "",
              f"**Score: {data['score']:g} / {extra['max_score']:g}** ({STATUS_TEXT.get(extra['status'], extra['status'])})",
              ""]
+    by_hand = graded_by_hand(extra["assignment"])
+    if by_hand:  # the score above is not the whole grade: never say "7 / 7" of a 10-point assignment
+        lines[2] = f"**Automatic points: {data['score']:g} / {extra['max_score']:g}** " \
+                   f"({STATUS_TEXT.get(extra['status'], extra['status'])}); {by_hand} graded by your instructor: " \
+                   "see your hand-back"
     held = [part for part in extra["parts"].values() if "held" in part]
     if held:
         lines += [f"**{HELD_LINE}:** " + "; ".join(f"{part['title']} ({part['held']:g} / {part['max_score']:g} "
@@ -216,6 +221,28 @@ def feedback(data: dict) -> str:
             if test["status"] != "passed":
                 lines += [f"  - {line}" for line in output]
     return "\n".join(lines) + "\n"
+
+
+@cache
+def manual_cells(assignment: str) -> dict[str, float]:
+    """grade_id -> points of the release's cells graded by hand (an answer cell that is also graded)."""
+    try:
+        notebook = json.loads((PACKAGE.parent / "exercises" / assignment / f"{assignment}.ipynb")
+                              .read_text(encoding="utf-8"))
+        cells = [cell.get("metadata", {}).get("nbgrader", {}) for cell in notebook["cells"]]
+        return {meta["grade_id"]: float(meta.get("points", 0)) for meta in cells
+                if meta.get("grade") and meta.get("solution") and "grade_id" in meta}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def graded_by_hand(assignment: str) -> str:
+    """What of ``assignment`` a person grades, with its points ("the written answer (3 points) is"), or ""."""
+    cells = manual_cells(assignment)
+    if not cells:
+        return ""
+    what = "the written answer" if len(cells) == 1 else f"the answers {', '.join(cells)}"
+    return f"{what} ({sum(cells.values()):g} points) {'is' if len(cells) == 1 else 'are'}"
 
 
 def save(results: Path, data: dict, durable: bool = False) -> None:
