@@ -220,7 +220,7 @@ def test_several_notebooks_are_named_in_the_summary_and_the_feedback(graded):
 def test_the_results_folder_keeps_one_result_per_student(graded):
     assert sorted(p.name for p in (graded.course / "results" / EX2).iterdir()) == \
         ["ada.json", "ben.json", "cy.json", "danasmith.json", "eveeve.json", "feedback", "grades.csv",
-         "okaforchi.json"]
+         "handback", "okaforchi.json"]
 
 
 # ---- course.toml edited, graded again ---------------------------------------------------------------------
