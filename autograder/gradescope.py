@@ -10,7 +10,7 @@ Every results.json is checked against Gradescope's schema (``gradescope_results.
 written from Gradescope's specification) before it is written: a result Gradescope would
 refuse is a grader error the instructor sees, never a broken upload. A task held for review
 reaches Gradescope as tests at 0 that each say so, with what they measured (``report.result``);
-the README says how an instructor gives those points there.
+the guide (teaching.md, "Gradescope") says how an instructor gives those points there.
 """
 
 from __future__ import annotations
