@@ -1,7 +1,7 @@
 """The screenshots of the instructor's guide (teaching.md): taken by the browser tests, committed as WebP.
 
 A browser test saves a screenshot with ``take(page, NAME)`` (a PNG in ``tests/artifacts/teaching/``,
-1280 x 800 CSS pixels, light mode); this tool re-encodes each one as lossless WebP, with the settings
+760 x 800 CSS pixels, light mode); this tool re-encodes each one as lossless WebP, with the settings
 the book uses for its figures (``_ext/offline_assets.py``), into ``figures/teaching/NAME.webp``, the
 copy that both editions of the guide show. Adding a screenshot is one call of ``take`` in a test
 and one ``{figure}`` in each edition of the guide.
@@ -16,7 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TAKEN = ROOT / "tests" / "artifacts" / "teaching"  # git-ignored: what the last test run took
 COMMITTED = ROOT / "figures" / "teaching"  # what the guide shows (zh/figures is a link to figures/)
-VIEWPORT = {"width": 1280, "height": 800}
+# 760 CSS pixels wide: the book's text column is about 700 px, so a wider screenshot would be shrunk
+# until its text is hard to read, and on a 390 px phone it must keep 0.45 of its width
+# (tests/test_phone_layout.py's MIN_FIGURE_SCALE): 358 of 760 px does, 358 of 1280 would not.
+VIEWPORT = {"width": 760, "height": 800}
 COLOR_SCHEME = "light"
 WEBP = {"lossless": True, "exact": True, "method": 4, "quality": 80}  # as _ext/offline_assets.py's WEBP
 
