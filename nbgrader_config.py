@@ -5,6 +5,8 @@ released into ``exercises/``. Submissions, autograded copies, feedback and the
 gradebook are created next to this file by nbgrader and are git-ignored.
 """
 
+import os
+
 c = get_config()  # noqa: F821 -- provided by nbgrader when it loads this file
 
 c.CourseDirectory.course_id = "add-and-norm"
@@ -30,3 +32,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # student_id and file_id): names that are neither Canvas's nor Moodle's go to it.
 c.ZipCollectApp.extractor_plugin = "autograder.collect.ZipTimesExtractor"
 c.ZipCollectApp.collector_plugin = "autograder.collect.LmsCollector"
+
+# nbgrader's exchange (`nbgrader release_assignment`, `collect`, the formgrader's Release and Collect
+# buttons) is a folder every student account can write to, /usr/local/share/nbgrader/exchange unless
+# set. This course hands out and collects through its LMS, so the exchange is a git-ignored folder of
+# the course, made here: the formgrader then shows no "exchange directory does not exist" banner and
+# the server logs no "Unwritable directory" line each time a page asks for the exchange. To run a
+# shared exchange on a JupyterHub, point this at it instead (nbgrader's "Setting up the exchange").
+c.Exchange.root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
+os.makedirs(c.Exchange.root, exist_ok=True)

@@ -10,7 +10,7 @@ Every results.json is checked against Gradescope's schema (``gradescope_results.
 written from Gradescope's specification) before it is written: a result Gradescope would
 refuse is a grader error the instructor sees, never a broken upload. A task held for review
 reaches Gradescope as tests at 0 that each say so, with what they measured (``report.result``);
-the README says how an instructor gives those points there.
+the guide (teaching.md, "Gradescope") says how an instructor gives those points there.
 """
 
 from __future__ import annotations
@@ -38,13 +38,39 @@ RUNTIME = ["torch", "numpy", "hypothesis", "attrs", "sortedcontainers", "nbforma
 IMPORTS = ["torch", "numpy", "nbformat", "hypothesis", "jsonschema", "tqdm"]
 
 SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once when it builds the autograder image.
+# Gradescope runs this once, as root, when it builds the autograder image. Choose the base image
+# Ubuntu 24.04 on the Configure Autograder page: the grader needs Python 3.11 or later, and 24.04's
+# python3 is 3.12 (22.04's is 3.10). A step that fails stops the build and says which step it was,
+# so Gradescope shows a failed build rather than an autograder that cannot grade.
+# AUTOGRADER_ROOT (default /autograder) lets the script be tried in a folder laid out like the container.
 set -euo pipefail
-apt-get update && apt-get install -y --no-install-recommends bubblewrap python3-pip python3-venv || true
-cd /autograder/source
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install --progress-bar off --index-url https://download.pytorch.org/whl/cpu torch=={torch}
-/autograder/venv/bin/pip install --progress-bar off -r requirements.txt
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+
+step() {{  # step WHAT COMMAND...: run COMMAND; if it fails, say that WHAT failed and stop with its status
+    local what="$1" status
+    shift
+    echo "setup.sh: $what"
+    "$@" || {{
+        status=$?
+        echo "setup.sh: FAILED (exit status $status): $what" >&2
+        exit "$status"
+    }}
+}}
+
+step "apt-get update (refresh the package lists)" apt-get update
+step "apt-get install bubblewrap python3-pip python3-venv" \\
+    apt-get install -y --no-install-recommends bubblewrap python3-pip python3-venv
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "setup.sh: FAILED: $(python3 -V 2>&1) is too old; the grader needs Python 3.11 or later." \\
+        "Choose the base image Ubuntu 24.04 (python3 3.12) on Gradescope's Configure Autograder page." >&2
+    exit 1
+fi
+step "cd $ROOT/source" cd "$ROOT/source"
+step "python3 -m venv $ROOT/venv" python3 -m venv "$ROOT/venv"
+step "pip install torch=={torch} (CPU build)" "$ROOT/venv/bin/pip" install --progress-bar off \\
+    --index-url https://download.pytorch.org/whl/cpu torch=={torch}
+step "pip install -r requirements.txt" "$ROOT/venv/bin/pip" install --progress-bar off -r requirements.txt
+echo "setup.sh: done; run_autograder will grade with $ROOT/venv/bin/python"
 """
 
 RUN = """#!/usr/bin/env bash

@@ -1,6 +1,6 @@
 """A day on Gradescope, run here: the zip, its container, its Python, and the results.json it uploads.
 
-The README's block of Gradescope commands is run as it is written, in a course folder, for a
+The guide's block of Gradescope commands (teaching.md, "Gradescope") is run as it is written, in a course folder, for a
 correct, a wrong and a hostile notebook: it builds the zip, unpacks it into a folder laid out
 like Gradescope's container (``source/``, ``submission/``, ``results/``, ``run_autograder``
 beside them) and runs ``run_autograder`` with ``AUTOGRADER_ROOT`` only, the tests' own Python
@@ -44,13 +44,13 @@ def layer_norm(x, weight, bias, eps=1e-5):
 """
 
 
-def readme_gradescope_block() -> str:
-    """The README's code block that runs run_autograder, its indentation (a list item's) removed."""
-    text = (REPO / "README.md").read_text()
+def guide_gradescope_block() -> str:
+    """The guide's code block that runs run_autograder, its indentation (a list item's, if any) removed."""
+    text = (REPO / "teaching.md").read_text()
     blocks = [textwrap.dedent(indent + body) for indent, body in
               re.findall(r"^([ \t]*)```(?:bash|sh)\n(.*?)^[ \t]*```", text, re.S | re.M)]
     found = [block for block in blocks if "run_autograder" in block]
-    assert len(found) == 1, "the README should have exactly one code block that runs run_autograder"
+    assert len(found) == 1, "the guide should have exactly one code block that runs run_autograder"
     return found[0]
 
 
@@ -62,13 +62,13 @@ def activated_env() -> dict:
 
 
 def gradescope_day(folder, notebook_for) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """Run the README's block in a course folder whose solution notebook is ``notebook_for(root)``."""
+    """Run the guide's block in a course folder whose solution notebook is ``notebook_for(root)``."""
     (folder / "autograder").symlink_to(REPO / "autograder")
     root = folder / "try_gradescope"
     notebook = folder / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     notebook.parent.mkdir(parents=True)
     notebook.write_text(json.dumps(notebook_for(root)))
-    done = subprocess.run(["bash", "-e", "-c", readme_gradescope_block()], cwd=folder, env=activated_env(),
+    done = subprocess.run(["bash", "-e", "-c", guide_gradescope_block()], cwd=folder, env=activated_env(),
                           capture_output=True, text=True, timeout=900)
     path = root / "results" / "results.json"
     return done, (json.loads(path.read_text()) if path.exists() else None)
@@ -84,9 +84,9 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def day(tmp_path_factory) -> dict:
-    """case -> (the README block's completed process, the results.json it left)."""
+    """case -> (the guide block's completed process, the results.json it left)."""
     if shutil.which("unzip") is None:
-        missing_tool("unzip is not installed", "Debian's unzip package; the README's Gradescope commands use it")
+        missing_tool("unzip is not installed", "Debian's unzip package; the guide's Gradescope commands use it")
     return {case: gradescope_day(tmp_path_factory.mktemp(case), notebook_for) for case, notebook_for in CASES.items()}
 
 
@@ -96,8 +96,8 @@ def graded(day) -> dict:
     return {case: results for case, (done, results) in day.items() if done.returncode == 0 and results}
 
 
-def test_the_readme_builds_and_runs_the_zip_with_only_autograder_root_set():
-    block = readme_gradescope_block()
+def test_the_guide_builds_and_runs_the_zip_with_only_autograder_root_set():
+    block = guide_gradescope_block()
     assert f"python -m autograder gradescope {ASSIGNMENT}" in block
     assert "AUTOGRADER_ROOT=" in block and "AUTOGRADER_PYTHON" not in block
     assert "setup.sh" not in block  # it installs with apt and pip: Gradescope's image, not a course machine

@@ -1,13 +1,15 @@
 """An instructor's day with nbgrader, run here: release, collect, grade, grade by hand, hand back.
 
-The README's block of the day's commands is run line by line as it is written (with
-``--allow-root`` added to ``jupyter server`` when the tests run as root, as the README says),
+The guide's block of the week's commands (``the-week`` in teaching.md) is run line by line as it
+is written (with ``--allow-root`` added to ``jupyter server`` when the tests run as root, as the
+guide says),
 in a fresh copy of the repository's files, the tests' Python environment first on the
 ``PATH`` as activating it does. The class comes as a zip laid out like Canvas's *Download
-Submissions*, put where the README says: a correct learner with a written answer, a wrong one,
+Submissions*, put where the guide says: a correct learner with a written answer, a wrong one,
 a late forged one, and a resubmission. The formgrader is driven in Debian's Chromium as an
 instructor would: open the forged submission, then type a score and a comment for the written
-answer. The module fixture runs the day once; each test checks one thing.
+answer, and a screenshot of that page is saved for the guide (tools/guide_screenshots.py). The
+module fixture runs the day once; each test checks one thing.
 """
 
 import copy
@@ -29,6 +31,7 @@ from nbgrader.api import Gradebook
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import REPO
+from tools import guide_screenshots
 from tools.local_site import CHROMIUM_ARGS
 from tests.mistakes import MISTAKES
 
@@ -110,15 +113,19 @@ def canvas_zip(path: Path) -> Path:
     return path
 
 
-# ---- the README and the course folder ----------------------------------------------------------------------
+# ---- the guide and the course folder ----------------------------------------------------------------------
 
 
-def readme_day() -> list[str]:
-    """The command lines of the README's code block that follows "A day of grading"."""
-    text = (REPO / "README.md").read_text()
-    found = re.search(r"\*\*A day of grading\*\*.*?```bash\n(.*?)```", text, re.S)
-    assert found, "the README should have a code block of the day's commands after **A day of grading**"
+def the_week(page: Path = REPO / "teaching.md") -> list[str]:
+    """The command lines of the guide's code block named ``the-week``."""
+    found = re.search(r"^```\{code-block\} bash\n:name: the-week\n(.*?)^```", page.read_text(), re.S | re.M)
+    assert found, f"{page.name} should have a code block named the-week, the week's commands"
     return [line for line in found[1].splitlines() if line.strip() and not line.startswith("#")]
+
+
+def course_files(course: Path) -> set[str]:
+    """Every file under ``course``, as paths relative to it."""
+    return {p.relative_to(course).as_posix() for p in course.rglob("*") if p.is_file() or p.is_symlink()}
 
 
 def clone_files(target: Path) -> Path:
@@ -149,12 +156,12 @@ def activated_env(home: Path) -> dict:
 
 
 class Server:
-    """``jupyter server`` started from the README's line; its printed link, once it is ready."""
+    """``jupyter server`` started from the guide's line; its printed link, once it is ready."""
 
     def __init__(self, line: str, course: Path, env: dict):
         command = line.split("#")[0].strip()
         if os.geteuid() == 0:
-            command += " --allow-root"  # the README: "as root ..., add --allow-root"
+            command += " --allow-root"  # the guide: "as root ..., add --allow-root"
         self.process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=course, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
@@ -224,22 +231,35 @@ def grade_by_hand(page) -> None:
         page.keyboard.press("Tab")
 
 
-def in_formgrader(chromium: str, base: str, token: str) -> SubmissionPage:
-    """Look at the forged submission, then grade the learner's written answer; returns what the forged page showed."""
+SCREENSHOT = "formgrader-manual-grading"  # the guide's figure of the formgrader (figures/teaching/)
+
+
+def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage, str]:
+    """Look at the forged submission, then grade the learner's written answer and take the guide's screenshot.
+
+    Returns what the forged page showed and the text of the formgrader's front page.
+    """
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        context = browser.new_context()
+        context = browser.new_context(viewport=guide_screenshots.VIEWPORT,
+                                      color_scheme=guide_screenshots.COLOR_SCHEME)
         # the formgrader's pages ask a CDN for MathJax; the network here is closed
         context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname
                       in ("127.0.0.1", "localhost") else route.abort())
         page = context.new_page()
         page.set_default_timeout(60_000)
+        page.goto(f"{base}/formgrader?token={token}")
+        page.wait_for_load_state("networkidle")  # the assignments' table and any banner are filled in by script
+        front_page = page.inner_text("body")
         open_submission(page, base, token, "yangcy")
         forged_page = seen(page)
         open_submission(page, base, token, "lovelaceada")
         grade_by_hand(page)
+        page.locator("input.score#written_answer").evaluate(
+            "box => box.closest('.cell').scrollIntoView({block: 'center'})")
+        guide_screenshots.take(page, SCREENSHOT)
         browser.close()
-    return forged_page
+    return forged_page, front_page
 
 
 # ---- the day ------------------------------------------------------------------------------------------------
@@ -248,23 +268,27 @@ def in_formgrader(chromium: str, base: str, token: str) -> SubmissionPage:
 @dataclass
 class Day:
     course: Path
-    ran: dict[str, subprocess.CompletedProcess]  # the README's line -> what it did
+    ran: dict[str, subprocess.CompletedProcess]  # the guide's line -> what it did
     forged_page: SubmissionPage
+    front_page: str  # the text of the formgrader's first page
+    server_log: str  # what `jupyter server` printed
+    written: set[str]  # the files the week added to the course folder, the LMS's download included
 
 
 @pytest.fixture(scope="module")
 def day(tmp_path_factory, chromium) -> Day:
     scratch = tmp_path_factory.mktemp("instructor")
     course = clone_files(scratch / "course")
+    cloned = course_files(course)
     (course / "downloaded" / ASSIGNMENT / "archive").mkdir(parents=True)
     canvas_zip(course / "downloaded" / ASSIGNMENT / "archive" / "submissions.zip")
     env = activated_env(scratch)
-    ran, forged_page, server = {}, None, None
+    ran, forged_page, front_page, server = {}, None, "", None
     try:
-        for line in readme_day():
+        for line in the_week():
             if line.startswith("jupyter server"):
                 server = Server(line, course, env)
-                forged_page = in_formgrader(chromium, *server.url())
+                forged_page, front_page = in_formgrader(chromium, *server.url())
                 continue
             done = subprocess.run(["bash", "-c", line], cwd=course, env=env, capture_output=True, text=True,
                                   timeout=900)
@@ -274,8 +298,8 @@ def day(tmp_path_factory, chromium) -> Day:
     finally:
         if server is not None:
             server.stop()
-    assert forged_page is not None, "the README's day starts no `jupyter server`"
-    return Day(course, ran, forged_page)
+    assert forged_page is not None, "the guide's week starts no `jupyter server`"
+    return Day(course, ran, forged_page, front_page, "".join(server.log), course_files(course) - cloned)
 
 
 def line_of(day: Day, start: str) -> subprocess.CompletedProcess:
@@ -328,6 +352,37 @@ def test_no_result_says_a_written_answer_is_missing(day):
 # ---- the formgrader ---------------------------------------------------------------------------------------
 
 
+def test_formgrader_shows_no_exchange_warning(day):
+    assert "Assignments" in day.front_page or "ex3_batchnorm" in day.front_page  # the page did load
+    assert "exchange" not in day.front_page.lower(), day.front_page[:1000]
+
+
+def test_jupyter_server_logs_no_unwritable_exchange_directory(day):
+    assert "Unwritable directory" not in day.server_log
+
+
+def test_every_file_the_week_writes_is_git_ignored(day):
+    listed = "\n".join(sorted(day.written)) + "\n"
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input=listed,
+                             capture_output=True, text=True).stdout.split()
+    assert len(day.written) > 20 and sorted(day.written - set(ignored)) == []
+
+
+def test_each_screenshot_taken_for_the_guide_has_its_committed_copys_size(day):
+    """The one taken here and any other browser test's: the guide shows the committed copies."""
+    from PIL import Image
+
+    def size(path):
+        with Image.open(path) as image:
+            return image.size
+
+    taken = {png.stem: size(png) for png in guide_screenshots.TAKEN.glob("*.png")}
+    committed = {stem: size(guide_screenshots.COMMITTED / f"{stem}.webp") for stem in taken
+                 if (guide_screenshots.COMMITTED / f"{stem}.webp").is_file()}
+    assert SCREENSHOT in taken and committed == taken
+    assert taken[SCREENSHOT] == (guide_screenshots.VIEWPORT["width"], guide_screenshots.VIEWPORT["height"])
+
+
 def test_formgrader_shows_no_output_the_student_saved(day):
     assert day.forged_page.outputs == 0 and FORGED_OUTPUT not in day.forged_page.text
 
@@ -362,7 +417,7 @@ def test_exported_scores_of_the_others_are_their_autograded_points(day):
 
 
 def lms_exported(day: Day) -> dict[str, str]:
-    """student -> ex3 cell of the CSV for Canvas that the README's `python -m autograder export` line wrote."""
+    """student -> ex3 cell of the CSV for Canvas that the guide's `python -m autograder export` line wrote."""
     (line,) = [line for line in day.ran if line.startswith("python -m autograder export")]
     written = day.course / re.search(r"-o (\S+)", line)[1]
     return {row["SIS Login ID"]: row[ASSIGNMENT] for row in csv.DictReader(written.open())

@@ -3,7 +3,7 @@
 #   chromium        the browser that the browser tests drive with Playwright (never a downloaded one)
 #   bubblewrap      the sandbox of the autograder (bwrap)
 #   fonts-noto-cjk  a Chinese font for Chromium, so the Chinese edition's pages render (and are tested) as readers see them
-#   unzip           the README's way to try a Gradescope autograder zip before uploading it
+#   unzip           the guide's way (teaching.md) to try a Gradescope autograder zip before uploading it
 # As root it installs with apt-get; as a user with sudo rights, with `sudo apt-get` (sudo may ask for your password).
 # Safe to run again: with everything present it does nothing.
 # When nothing can install them: in CI (CI set) it exits 1; elsewhere it says which tests will be skipped and exits 0,
