@@ -371,6 +371,11 @@ SUMMARY_TEXT = {"ok": "graded", "review": "some points held for your review: rea
                 "no result": "no result file was written (please report it)"}
 
 
+def printable(name: str) -> str:
+    """A student id (a folder's or a file's name) as a terminal shows it: control characters as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
 def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolation) -> None:
     ids = {e.student_id for e in entries}
     rows = [r for r in rows if r["student_id"] in ids]
@@ -396,8 +401,11 @@ def summarize(assignment, entries, skipped, rows, results, seconds, jobs, isolat
         meaning = SUMMARY_TEXT.get(status) or report.STATUS_TEXT.get(status, "")
         print(f"    {statuses[status]:>4} {status:<{width}}  {meaning}")
     if held:
-        print(f"  held for review: {held} (read their notes, then `python -m autograder release {assignment} "
-              "STUDENT_ID` for those whose work is honest)")
+        names = [printable(r["student_id"]) for r in rows if r["status"] == "review"]
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more (grades.csv: status review)"
+                                         if len(names) > 10 else "")
+        print(f"  held for review: {shown} (read the notes in {results}/feedback/STUDENT_ID.md, then `python -m "
+              f"autograder release {assignment} STUDENT_ID` for those whose work is honest)")
     several_notebooks = sum(bool(r.get("notebooks")) for r in rows)
     if several_notebooks:
         print(f"  {several_notebooks} student{'s' * (several_notebooks != 1)} submitted several notebooks; the best "

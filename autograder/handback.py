@@ -53,6 +53,8 @@ those of the last run; otherwise nobody can tell which came first, and it is rem
 
 from __future__ import annotations
 
+import datetime as dt
+
 import hashlib
 import html
 import json
@@ -396,11 +398,12 @@ def build(assignment: str, data: dict, column: lms.Column, marks: Marks | None, 
     # -- lateness, notebooks, notes
     if late:
         blocks.append(("h", 2, "Lateness"))
-        items = [[("Submitted: ", False), (late["submitted_at"] or "unknown", True)],
-                 [("Due: ", False), (late["due"] or "no due date", True)]]
-        if late["seconds_late"] > 0:
-            items.append([("Late by: ", False), (duration(late["seconds_late"]), True)])
-        items.append([("Penalty: ", False), (f"{pts(late['penalty'])} points", True)]
+        submitted, due = moment(late["submitted_at"], late["due"]), moment(late["due"], late["due"])
+        items = [[("Submitted: ", False), (submitted or "unknown", True)],
+                 [("Due: ", False), (due or "no due date", True)],
+                 [("Late by: ", False), (duration(late["seconds_late"]) if late["seconds_late"] > 0 else "on time",
+                                         True)]]
+        items.append([("Penalty: ", False), (f"{pts(late['penalty'])} point{'s' * (late['penalty'] != 1)}", True)]
                      + ([(f" ({late['policy']})", False)] if late["policy"] else []))
         blocks.append(("ul", items))
     notebooks = notebooks_of(extra.get("notebooks"))
@@ -461,6 +464,25 @@ def reasons(title: str, tests: list[dict]) -> tuple[list, str]:
         if len(lost) >= MAX_ITEMS:
             break
     return lost, hint
+
+
+def moment(when: str | None, zone_of: str | None) -> str | None:
+    """An ISO date-time from a result as a learner reads it, in the time zone of ``zone_of`` (the due date's) so
+    that the two times shown side by side compare at a glance: ``2026-11-21 23:44 (UTC+01:00)``. Text that is not
+    a date-time is shown as it is."""
+    try:
+        instant = dt.datetime.fromisoformat(when)
+    except (TypeError, ValueError):
+        return when
+    try:
+        zone = dt.datetime.fromisoformat(zone_of).tzinfo
+    except (TypeError, ValueError):
+        zone = None
+    if instant.tzinfo is not None and zone is not None:
+        instant = instant.astimezone(zone)
+    offset = instant.strftime("%z")
+    where = f" (UTC{offset[:3]}:{offset[3:]})" if offset else ""
+    return instant.strftime("%Y-%m-%d %H:%M") + where
 
 
 def late_of(value) -> dict | None:

@@ -50,6 +50,7 @@ TEXT_NOISE = TEXT_GUARANTEE = 40
 HIGHLIGHT = 0.7
 MIN_OVERLAP = 60  # characters of filtered code (or normalized text): less than this is never marked
 MAX_COMPARED_CHARS = 100_000  # of each student's code and of their text: a course answer is a few thousand
+MAX_RESULT_BYTES = 64 * 2**20  # a result file read for which notebook counted: the grader's are far smaller
 MAX_LISTED = 40  # pairs listed in each table, with their passages
 CONTEXT_LINES = 3  # lines shown around each matching passage
 
@@ -284,13 +285,33 @@ def collect(assignment: str, paths: list[Path], warnings: list[str]) -> tuple[li
     release = Release(assignment)
     works, skipped = [], []
     for entry in found:
+        counted = counted_name(assignment, entry) if entry.others else None
+        path = next((p for p in [entry.path, *entry.others] if p.name == counted), entry.path)
         try:
-            cells = notebook_cells(entry.path)
+            cells = notebook_cells(path)
         except Problem as why:
-            skipped.append((entry.student_id, f"{entry.path}: {why}"))
+            skipped.append((entry.student_id, f"{path}: {why}"))
             continue
-        works.append(release.answers(cells, Work(entry.student_id, entry.path, notes=list(entry.problems))))
+        notes = list(entry.problems)
+        if entry.others:
+            notes.append(f"{len(entry.others) + 1} notebooks submitted; compared: {path.name}"
+                         + (" (the one that counted)" if counted == path.name
+                            else " (no result says which counted: grade first, then run this again)"))
+        works.append(release.answers(cells, Work(entry.student_id, path, notes=notes)))
     return works, skipped
+
+
+def counted_name(assignment: str, entry: load.Entry) -> str | None:
+    """The name of the notebook that counted for a student who handed in several (``grade`` grades each and counts
+    the best), from their result (``results/<assignment>/<student>.json``, ``extra_data.notebooks``), or None."""
+    try:
+        with (Path("results") / assignment / f"{entry.student_id}.json").open("rb") as file:
+            raw = file.read(MAX_RESULT_BYTES + 1)
+        listed = json.loads(raw)["extra_data"]["notebooks"] if len(raw) <= MAX_RESULT_BYTES else []
+        names = [nb["name"] for nb in listed if type(nb) is dict and nb.get("counted") is True]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return names[0] if len(names) == 1 and type(names[0]) is str else None
 
 
 # --- comparing ------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The instructor's guide (teaching.md and its Chinese twin) and what it promises about the repository.
 
-The guide's week is played in a fresh copy of the repository by tests/test_instructor_day.py, which
+The guide's week is played in a fresh copy of the repository by tests/test_instructor_week.py, which
 also takes the guide's screenshots; these tests read the sources and need no build.
 """
 

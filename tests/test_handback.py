@@ -344,6 +344,29 @@ def test_a_late_result_shows_the_penalty_its_policy_and_the_exported_total_after
     assert exported(course, EX2, "ada") == "8" and "Total: 8 / 10" in shown
 
 
+def test_the_submission_time_is_shown_in_the_due_dates_time_zone(course):
+    save(course / "results", EX2, "ada", 1.0)
+    path = course / "results" / EX2 / "ada.json"
+    data = json.loads(path.read_text())
+    data["extra_data"]["late"] = {**LATE, "submitted_at": "2026-11-20T09:30:00+00:00"}  # as grading writes it: UTC
+    path.write_text(json.dumps(data))
+    assert handback(course, EX2) == 0
+    shown = text_of(page(course, EX2, "ada"))
+    assert "Submitted: 2026-11-20 10:30 (UTC+01:00) Due: 2026-11-19 23:59 (UTC+01:00)" in shown
+
+
+def test_an_on_time_submission_says_so_and_loses_nothing(course):
+    save(course / "results", EX2, "ada", 1.0)
+    path = course / "results" / EX2 / "ada.json"
+    data = json.loads(path.read_text())
+    data["extra_data"]["late"] = {**LATE, "submitted_at": "2026-11-19T20:00:00+01:00", "seconds_late": 0,
+                                  "penalty": 0}
+    path.write_text(json.dumps(data))
+    assert handback(course, EX2) == 0
+    shown = text_of(page(course, EX2, "ada"))
+    assert "Late by: on time Penalty: 0 points" in shown and "Total: 10 / 10" in shown
+
+
 @pytest.mark.parametrize("late", ["yesterday", {**LATE, "penalty": "2"}, {**LATE, "penalty": -1}, {"due": LATE["due"]}])
 def test_a_late_record_without_a_valid_penalty_is_left_out_of_the_hand_back_and_the_export(course, late):
     save(course / "results", EX2, "ada", 1.0)

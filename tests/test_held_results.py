@@ -219,6 +219,20 @@ def test_summary_mean_leaves_held_scores_out(summary):
     assert "mean 10.00 / 10.0" in summary and "of the 8 with nothing held" in summary
 
 
+def test_summary_names_the_students_held_for_review_and_where_their_notes_are(summary):
+    assert "held for review: s7 (read the notes in results/feedback/STUDENT_ID.md, then `python -m autograder " \
+           f"release {EX2} STUDENT_ID`" in summary
+
+
+def test_summary_names_at_most_ten_held_students_and_counts_the_rest(capsys):
+    entries = [SimpleNamespace(student_id=f"s{i:02d}") for i in range(12)]
+    rows = [{"student_id": f"s{i:02d}", "score": 0.0, "max_score": 10.0, "status": "review", "held": True}
+            for i in range(12)]
+    cli.summarize(EX2, entries, 0, rows, Path("results"), 9.0, 1, "namespaces")
+    assert "held for review: s00, s01, s02, s03, s04, s05, s06, s07, s08, s09 and 2 more (grades.csv: status " \
+           "review)" in capsys.readouterr().out
+
+
 def empty_folder(tmp_path: Path) -> Path:
     (tmp_path / "empty").mkdir()
     return tmp_path / "empty"

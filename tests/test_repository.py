@@ -76,7 +76,7 @@ def test_fast_subset_leaves_out_every_build_browser_and_nbgrader_test():
     assert fast & heavy == set()
     files = {test.split("::")[0] for test in fast}
     assert not files & {"tests/test_browser.py", "tests/test_built_site.py", "tests/test_nbgrader_agreement.py",
-                         "tests/test_phone_layout.py", "tests/test_instructor_day.py"}
+                         "tests/test_phone_layout.py", "tests/test_instructor_week.py"}
 
 
 SYS_PATH_EDIT = re.compile(r"sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=)")

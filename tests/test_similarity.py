@@ -201,6 +201,37 @@ def test_an_nbgrader_course_folder_is_read_like_grade_reads_it(tmp_path):
     assert report.code[0].left.name == "ada" and report.code[0].right.name == "reference solution"
 
 
+def several_notebooks_class(course: Path) -> Path:
+    """ada hands in EX2_LLMC's notebook; chen the blank release beside a renamed copy of it (mine.ipynb)."""
+    write_class(course / "submitted" / "ada" / EX2, {EX2: EX2_LLMC.notebook()})
+    write_class(course / "submitted" / "chen" / EX2, {EX2: blank(EX2),
+                                                      "mine": planted(EX2_LLMC.notebook(), lambda s: renamed(s, LLMC_NAMES))})
+    return course
+
+
+def test_a_student_with_several_notebooks_is_compared_by_the_one_that_counted(tmp_path, monkeypatch):
+    course = several_notebooks_class(tmp_path)
+    result = course / "results" / EX2 / "chen.json"
+    result.parent.mkdir(parents=True)
+    result.write_text('{"extra_data": {"notebooks": [{"name": "ex2_layernorm.ipynb", "score": 0, "status": "ok", '
+                      '"counted": false}, {"name": "mine.ipynb", "score": 10, "status": "ok", "counted": true}]}}')
+    monkeypatch.chdir(course)  # the results are read where `grade` writes them: results/<assignment>/
+    report = similarity.similarity_report(EX2, [course], [])
+    assert names(student_pairs(report)[0]) == {"ada", "chen"}
+    chen = next(work for work in report.students if work.name == "chen")
+    assert "2 notebooks submitted; compared: mine.ipynb (the one that counted)" in chen.notes
+
+
+def test_a_student_with_several_notebooks_and_no_result_is_compared_by_the_first_and_told_to_grade(tmp_path,
+                                                                                                   monkeypatch):
+    course = several_notebooks_class(tmp_path)
+    monkeypatch.chdir(course)
+    report = similarity.similarity_report(EX2, [course], [])
+    chen = next(work for work in report.students if work.name == "chen")
+    assert f"2 notebooks submitted; compared: {EX2}.ipynb (no result says which counted: grade first, then run " \
+           "this again)" in chen.notes
+
+
 def test_the_release_code_is_left_out(ex2_report):
     blank = next(w for w in ex2_report.students if w.name == EX2_LLMC.name)
     assert "import torch" not in blank.code  # the release's imports cell, unchanged

@@ -6,7 +6,7 @@ the book uses for its figures (``_ext/offline_assets.py``), into ``figures/teach
 copy that both editions of the guide show. Adding a screenshot is one call of ``take`` in a test
 and one ``{figure}`` in each edition of the guide.
 
-    python -m pytest tests/test_instructor_day.py    # takes the screenshots (a few minutes)
+    python -m pytest tests/test_instructor_week.py    # takes the screenshots (a few minutes)
     python -m tools.guide_screenshots                # refreshes the committed copies from them
 """
 
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         return 2
     written = refresh()
     if not written:
-        print(f"No screenshot in {TAKEN.relative_to(ROOT)}: run `python -m pytest tests/test_instructor_day.py` "
+        print(f"No screenshot in {TAKEN.relative_to(ROOT)}: run `python -m pytest tests/test_instructor_week.py` "
               "first; it takes them.")
         return 1
     for path in written:

@@ -1,15 +1,21 @@
-"""An instructor's day with nbgrader, run here: release, collect, grade, grade by hand, hand back.
+"""An instructor's week with nbgrader, played here: release, collect, grade, review, grade by hand, hand back.
 
 The guide's block of the week's commands (``the-week`` in teaching.md) is run line by line as it
-is written (with ``--allow-root`` added to ``jupyter server`` when the tests run as root, as the
-guide says),
-in a fresh copy of the repository's files, the tests' Python environment first on the
-``PATH`` as activating it does. The class comes as a zip laid out like Canvas's *Download
-Submissions*, put where the guide says: a correct learner with a written answer, a wrong one,
-a late forged one, and a resubmission. The formgrader is driven in Debian's Chromium as an
-instructor would: open the forged submission, then type a score and a comment for the written
-answer, and a screenshot of that page is saved for the guide (tools/guide_screenshots.py). The
-module fixture runs the day once; each test checks one thing.
+is written (``STUDENT_ID`` of its ``release`` line is the student the summary of ``grade`` holds
+for review, and ``--allow-root`` is added to ``jupyter server`` when the tests run as root, as the
+guide says), in a fresh copy of the repository's files with a ``course.toml`` that sets a due date
+and a late policy, the tests' Python environment first on the ``PATH`` as activating it does. The
+class comes as a zip laid out like Canvas's *Download Submissions*, with each file's time in the
+zip as Canvas stores it (local time, no offset), put where the guide says: an honest learner with
+a written answer, a wrong one, a late forged one, a resubmission, a student who uploaded the blank
+release beside the work, a task held for review, and a copy of the first learner's work with its
+names and comments changed. The formgrader is driven in Debian's Chromium as an instructor would:
+open the forged submission and give its written answer 0 and a comment, then give the first
+learner's written answer a score and a comment; a screenshot of that page is saved for the guide
+(tools/guide_screenshots.py). Then every number and flag is checked in what each person receives:
+the hand-backs (the students), the summary, the similarity report and the exports (the instructor),
+nbgrader's own feedback pages and grades. The module fixture plays the week once; each test checks
+one thing.
 """
 
 import copy
@@ -27,10 +33,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from bs4 import BeautifulSoup
 from nbgrader.api import Gradebook
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import REPO
+from tests.honest_corpus import EX3_D2L, EX3_MAKEMORE
 from tools import guide_screenshots
 from tools.local_site import CHROMIUM_ARGS
 from tests.mistakes import MISTAKES
@@ -41,15 +49,52 @@ ASSIGNMENT = "ex3_batchnorm"
 ASSIGNMENTS = sorted(p.name for p in (REPO / "exercises").iterdir() if p.is_dir())
 MANUAL_POINTS = 2.5  # typed into the formgrader for the written answer
 COMMENT = "Right about padding and batch dependence; say what happens when generating one token at a time."
+FORGED_COMMENT = "This does not answer the question: say how padding and generation affect BatchNorm."
 WRITTEN = ("BatchNorm would average each feature over every token of every sequence in the batch, padding "
            "included, so a sequence's output depends on the others; at inference there is no batch.")
+COPIED_WRITTEN = ("BatchNorm would average every feature over each token of every sequence in the batch, padding "
+                  "included, so one sequence's output depends on the others; at inference there is no batch.")
 FORGED_OUTPUT = "All hidden tests passed: 10 / 10"
-# Canvas names each file <student>_<user id>_<submission id>_<uploaded name>.
-CLASS = {  # student -> (what Canvas's file name adds after the student, how the notebook is made)
-    "lovelaceada": ("101_9001", "correct, with a written answer"),
-    "bakerben": ("102_9002", "wrong batch_norm"),
-    "yangcy": ("LATE_103_9003", "forged"),
-    "okaforchi": ("104_9004", "correct, resubmitted"),
+# course.toml of the course copy: ex3 is due at 23:59 in Berlin (UTC+1 in November); 10 % of the maximum per
+# started day after a 15-minute grace, at most 50 %; Canvas's zip times are Berlin wall-clock times.
+DUE = "2026-11-20T23:59:00+01:00"
+COURSE_TOML = f"""[due]
+{ASSIGNMENT} = "{DUE}"
+
+[lateness]
+policy = "per_day"
+penalty = 10
+cap = 50
+grace_minutes = 15
+timezone = "Europe/Berlin"
+"""
+ON_TIME = (2026, 11, 20, 21, 4, 0)
+# 23 h 45 min after the due date: 23 h 30 min after the grace, one started day, 1 point of 10. Read as UTC (an
+# hour later) it would be two days and 2 points: the penalty says which clock the grader read.
+LATE = (2026, 11, 21, 23, 44, 0)
+PENALTY = 1.0
+HELD = "davisdee"  # batch_norm reaches into torch.overrides in its graded calls: held for review, then released
+
+
+@dataclass(frozen=True)
+class Student:
+    user_id: int  # Canvas's user id, in the file name
+    files: dict  # the name the student uploaded -> how the notebook is made (a name in NOTEBOOKS)
+    when: tuple = ON_TIME  # the file's time in the zip
+    late_mark: bool = False  # Canvas's LATE_ in the file name
+    resubmitted: bool = False  # Canvas's -1 before .ipynb
+
+
+# Canvas names each file <student>_<LATE_>?<user id>_<submission id>_<uploaded name>.
+CLASS = {
+    "lovelaceada": Student(101, {f"{ASSIGNMENT}.ipynb": "honest, with a written answer"}),
+    "bakerben": Student(102, {f"{ASSIGNMENT}.ipynb": "wrong batch_norm"}),
+    "yangcy": Student(103, {f"{ASSIGNMENT}.ipynb": "forged"}, when=LATE, late_mark=True),
+    "okaforchi": Student(104, {f"{ASSIGNMENT}.ipynb": "the reference"}, resubmitted=True),
+    "chenmei": Student(105, {f"{ASSIGNMENT}.ipynb": "the blank release",
+                             f"{ASSIGNMENT}_final.ipynb": "another honest one"}),
+    HELD: Student(106, {f"{ASSIGNMENT}.ipynb": "held for review"}),
+    "copycat": Student(107, {f"{ASSIGNMENT}.ipynb": "a copy of lovelaceada's, renamed"}),
 }
 
 
@@ -97,19 +142,72 @@ def forged() -> dict:
     return notebook
 
 
-def canvas_zip(path: Path) -> Path:
-    """The class as Canvas's Download Submissions zip: every file flat, named by Canvas."""
+def honest(entry, written: str) -> dict:
+    """A notebook of the honest corpus with ``written`` as its written answer."""
+    notebook = entry.notebook()
+    for cell in notebook["cells"]:
+        if grade_id(cell) == "written_answer":
+            cell["source"] = written
+    return notebook
+
+
+def renamed(source: str) -> str:
+    """lovelaceada's code as a copier hides it: other names, other comments, other spacing."""
+    for old, new in (("X_hat", "normed"), ("moving_mean", "avg_mu"), ("moving_var", "avg_sigma2"), ("gamma", "g"),
+                     ("beta", "b"), ("shape", "view_as"), ("dims", "axes"), ("X", "inp"), ("Y", "result"),
+                     ("# fully connected: statistics over the batch", "# 2-D input"),
+                     ("# (N, C, L): statistics over the batch and the length, per channel", "# 3-D input"),
+                     ("# the scale and shift are learned", "# learnable affine"),
+                     ("# the moving statistics are not", "# buffers")):
+        source = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w)" if old[0] != "#" else re.escape(old), new, source)
+    return source.replace("\n\n", "\n")
+
+
+def held_for_review() -> dict:
+    """The reference with a line in batch_norm that reaches into PyTorch's dispatch internals (torch.overrides)."""
+    notebook = learner(WRITTEN)
+    for cell in notebook["cells"]:
+        if grade_id(cell) == "batch_norm":
+            cell["source"] = cell["source"].replace(
+                '"""\n', '"""\n    assert torch.overrides.is_tensor_like(x)  # a tensor, not a list\n', 1)
+            assert "torch.overrides" in cell["source"]
+    return notebook
+
+
+def blank_release() -> dict:
+    return json.loads((REPO / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+
+
+def notebooks() -> dict[str, dict]:
+    """How each notebook of the class is made -> the notebook."""
     wrong = next(m for m in MISTAKES if m.assignment == ASSIGNMENT and m.task == "batch_norm")
-    notebooks = {
-        "lovelaceada": learner(WRITTEN),
-        "bakerben": learner("It depends on the batch.", batch_norm=wrong.source),
-        "yangcy": forged(),
-        "okaforchi": learner("Padding enters the statistics, and generation has no batch."),
+    copied = honest(EX3_D2L, COPIED_WRITTEN)
+    for cell in copied["cells"]:
+        if grade_id(cell) in EX3_D2L.answers:
+            cell["source"] = renamed(cell["source"])
+    return {
+        "honest, with a written answer": honest(EX3_D2L, WRITTEN),
+        "wrong batch_norm": learner("It depends on the batch.", batch_norm=wrong.source),
+        "forged": forged(),
+        "the reference": learner("Padding enters the statistics, and generation has no batch."),
+        "the blank release": blank_release(),
+        "another honest one": honest(EX3_MAKEMORE, "Padded positions change the batch mean; one token at a time "
+                                                   "has no batch to average over."),
+        "held for review": held_for_review(),
+        "a copy of lovelaceada's, renamed": copied,
     }
+
+
+def canvas_zip(path: Path) -> Path:
+    """The class as Canvas's Download Submissions zip: every file flat, named by Canvas, with its time."""
+    made = notebooks()
     with zipfile.ZipFile(path, "w") as archive:
-        for student, (ids, _) in CLASS.items():
-            uploaded = f"{ASSIGNMENT}-1.ipynb" if student == "okaforchi" else f"{ASSIGNMENT}.ipynb"
-            archive.writestr(f"{student}_{ids}_{uploaded}", json.dumps(notebooks[student]))
+        for number, (student, who) in enumerate(CLASS.items()):
+            for uploaded, how in who.files.items():
+                if who.resubmitted:
+                    uploaded = uploaded.replace(".ipynb", "-1.ipynb")
+                name = f"{student}_{'LATE_' * who.late_mark}{who.user_id}_{9001 + number}_{uploaded}"
+                archive.writestr(zipfile.ZipInfo(name, date_time=who.when), json.dumps(made[how]))
     return path
 
 
@@ -221,13 +319,13 @@ def seen(page) -> SubmissionPage:
     return SubmissionPage(page.inner_text("body"), page.title(), page.locator(".output_area").count(), boxes)
 
 
-def grade_by_hand(page) -> None:
+def grade_by_hand(page, points: float, comment: str) -> None:
     """Type the written answer's score and a comment; each is saved (a PUT) when the field is left."""
     with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT"):
-        page.locator("input.score#written_answer").fill(str(MANUAL_POINTS))
+        page.locator("input.score#written_answer").fill(f"{points:g}")
         page.keyboard.press("Tab")
     with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT"):
-        page.locator("textarea#written_answer-comment").fill(COMMENT)
+        page.locator("textarea#written_answer-comment").fill(comment)
         page.keyboard.press("Tab")
 
 
@@ -235,7 +333,8 @@ SCREENSHOT = "formgrader-manual-grading"  # the guide's figure of the formgrader
 
 
 def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage, str]:
-    """Look at the forged submission, then grade the learner's written answer and take the guide's screenshot.
+    """Look at the forged submission and give its written answer 0, then grade the learner's written answer and
+    take the guide's screenshot.
 
     Returns what the forged page showed and the text of the formgrader's front page.
     """
@@ -253,8 +352,9 @@ def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage,
         front_page = page.inner_text("body")
         open_submission(page, base, token, "yangcy")
         forged_page = seen(page)
+        grade_by_hand(page, 0, FORGED_COMMENT)
         open_submission(page, base, token, "lovelaceada")
-        grade_by_hand(page)
+        grade_by_hand(page, MANUAL_POINTS, COMMENT)
         page.locator("input.score#written_answer").evaluate(
             "box => box.closest('.cell').scrollIntoView({block: 'center'})")
         guide_screenshots.take(page, SCREENSHOT)
@@ -262,7 +362,7 @@ def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage,
     return forged_page, front_page
 
 
-# ---- the day ------------------------------------------------------------------------------------------------
+# ---- the week -----------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -282,6 +382,7 @@ def day(tmp_path_factory, chromium) -> Day:
     cloned = course_files(course)
     (course / "downloaded" / ASSIGNMENT / "archive").mkdir(parents=True)
     canvas_zip(course / "downloaded" / ASSIGNMENT / "archive" / "submissions.zip")
+    (course / "course.toml").write_text(COURSE_TOML)
     env = activated_env(scratch)
     ran, forged_page, front_page, server = {}, None, "", None
     try:
@@ -290,6 +391,10 @@ def day(tmp_path_factory, chromium) -> Day:
                 server = Server(line, course, env)
                 forged_page, front_page = in_formgrader(chromium, *server.url())
                 continue
+            if "STUDENT_ID" in line:  # the student the summary of `grade` holds for review, as the guide says
+                held = re.search(r"held for review: (\S+) ", line_of_ran(ran, "python -m autograder grade").stdout)
+                assert held, "the summary of `grade` names no student held for review"
+                line = line.replace("STUDENT_ID", held[1])
             done = subprocess.run(["bash", "-c", line], cwd=course, env=env, capture_output=True, text=True,
                                   timeout=900)
             assert done.returncode == 0, f"`{line}` failed (exit {done.returncode}):\n{done.stdout[-3000:]}" \
@@ -302,9 +407,13 @@ def day(tmp_path_factory, chromium) -> Day:
     return Day(course, ran, forged_page, front_page, "".join(server.log), course_files(course) - cloned)
 
 
-def line_of(day: Day, start: str) -> subprocess.CompletedProcess:
-    (found,) = [done for line, done in day.ran.items() if line.startswith(start)]
+def line_of_ran(ran: dict, start: str) -> subprocess.CompletedProcess:
+    (found,) = [done for line, done in ran.items() if line.startswith(start)]
     return found
+
+
+def line_of(day: Day, start: str) -> subprocess.CompletedProcess:
+    return line_of_ran(day.ran, start)
 
 
 def exported(day: Day) -> dict[str, float]:
