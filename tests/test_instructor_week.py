@@ -165,7 +165,7 @@ def renamed(source: str) -> str:
 
 def held_for_review() -> dict:
     """The reference with a line in batch_norm that reaches into PyTorch's dispatch internals (torch.overrides)."""
-    notebook = learner(WRITTEN)
+    notebook = learner("The statistics mix every sequence of the batch, pads too, and a single request has none.")
     for cell in notebook["cells"]:
         if grade_id(cell) == "batch_norm":
             cell["source"] = cell["source"].replace(

@@ -204,8 +204,8 @@ def test_an_nbgrader_course_folder_is_read_like_grade_reads_it(tmp_path):
 def several_notebooks_class(course: Path) -> Path:
     """ada hands in EX2_LLMC's notebook; chen the blank release beside a renamed copy of it (mine.ipynb)."""
     write_class(course / "submitted" / "ada" / EX2, {EX2: EX2_LLMC.notebook()})
-    write_class(course / "submitted" / "chen" / EX2, {EX2: blank(EX2),
-                                                      "mine": planted(EX2_LLMC.notebook(), lambda s: renamed(s, LLMC_NAMES))})
+    copied = planted(EX2_LLMC.notebook(), lambda s: renamed(s, LLMC_NAMES))
+    write_class(course / "submitted" / "chen" / EX2, {EX2: blank(EX2), "mine": copied})
     return course
 
 
