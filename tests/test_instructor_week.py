@@ -20,6 +20,7 @@ one thing.
 
 import copy
 import csv
+import datetime
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import sys
 import tarfile
 import threading
 import zipfile
+import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -39,6 +41,7 @@ from playwright.sync_api import sync_playwright
 
 from tests.conftest import REPO
 from tests.honest_corpus import EX3_D2L, EX3_MAKEMORE
+from tests.test_handback import text_of
 from tools import guide_screenshots
 from tools.local_site import CHROMIUM_ARGS
 from tests.mistakes import MISTAKES
@@ -366,7 +369,7 @@ def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage,
 
 
 @dataclass
-class Day:
+class Week:
     course: Path
     ran: dict[str, subprocess.CompletedProcess]  # the guide's line -> what it did
     forged_page: SubmissionPage
@@ -376,7 +379,7 @@ class Day:
 
 
 @pytest.fixture(scope="module")
-def day(tmp_path_factory, chromium) -> Day:
+def week(tmp_path_factory, chromium) -> Week:
     scratch = tmp_path_factory.mktemp("instructor")
     course = clone_files(scratch / "course")
     cloned = course_files(course)
@@ -404,7 +407,7 @@ def day(tmp_path_factory, chromium) -> Day:
         if server is not None:
             server.stop()
     assert forged_page is not None, "the guide's week starts no `jupyter server`"
-    return Day(course, ran, forged_page, front_page, "".join(server.log), course_files(course) - cloned)
+    return Week(course, ran, forged_page, front_page, "".join(server.log), course_files(course) - cloned)
 
 
 def line_of_ran(ran: dict, start: str) -> subprocess.CompletedProcess:
@@ -412,72 +415,108 @@ def line_of_ran(ran: dict, start: str) -> subprocess.CompletedProcess:
     return found
 
 
-def line_of(day: Day, start: str) -> subprocess.CompletedProcess:
-    return line_of_ran(day.ran, start)
-
-
-def exported(day: Day) -> dict[str, float]:
-    """student -> ex3 score in the grades.csv that `nbgrader export` wrote."""
-    rows = csv.DictReader((day.course / "grades.csv").open())
-    return {row["student_id"]: float(row["score"]) for row in rows if row["assignment"] == ASSIGNMENT}
+def line_of(week: Week, start: str) -> subprocess.CompletedProcess:
+    return line_of_ran(week.ran, start)
 
 
 # ---- release and collect --------------------------------------------------------------------------------
 
 
-def test_releasing_records_every_assignment_with_its_graded_cells(day):
-    with Gradebook(f"sqlite:///{day.course / 'gradebook.db'}") as gradebook:
+def test_releasing_records_every_assignment_with_its_graded_cells(week):
+    with Gradebook(f"sqlite:///{week.course / 'gradebook.db'}") as gradebook:
         recorded = {a.name: sum(c.max_score for c in gradebook.find_notebook(a.name, a.name).grade_cells)
                     for a in gradebook.assignments}
     assert recorded == {name: 10.0 for name in ASSIGNMENTS} and len(ASSIGNMENTS) == 6
 
 
-def test_releasing_writes_exercises_byte_for_byte_as_committed(day):
+def test_releasing_writes_exercises_byte_for_byte_as_committed(week):
     committed = {p.relative_to(REPO): p.read_bytes() for p in sorted((REPO / "exercises").rglob("*")) if p.is_file()}
-    released = {p.relative_to(day.course): p.read_bytes() for p in sorted((day.course / "exercises").rglob("*"))
+    released = {p.relative_to(week.course): p.read_bytes() for p in sorted((week.course / "exercises").rglob("*"))
                 if p.is_file()}
     assert released == committed
 
 
-def test_zip_collect_files_each_canvas_submission_under_its_student(day):
-    found = {p.relative_to(day.course / "submitted").as_posix() for p in (day.course / "submitted").rglob("*.ipynb")}
-    assert found == {f"{student}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb" for student in CLASS}
+def test_zip_collect_files_each_canvas_submission_under_its_student(week):
+    found = {p.relative_to(week.course / "submitted").as_posix()
+             for p in (week.course / "submitted").rglob("*.ipynb")}
+    assert found == {f"{student}/{ASSIGNMENT}/{name}" for student, who in CLASS.items() for name in who.files}
 
 
-# ---- grade ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("student", CLASS)
+def test_zip_collect_keeps_the_time_canvas_stored_read_in_the_courses_time_zone(week, student):
+    stamp = (week.course / "submitted" / student / ASSIGNMENT / "timestamp.txt").read_text().strip()
+    berlin = datetime.datetime(*CLASS[student].when, tzinfo=zoneinfo.ZoneInfo("Europe/Berlin"))
+    assert stamp == f"{berlin.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"  # nbgrader's: UTC, no zone
 
 
-def test_grading_into_the_gradebook_prints_no_warning(day):
-    assert "Warning" not in line_of(day, "python -m autograder grade").stderr
+# ---- grade and release ------------------------------------------------------------------------------------
 
 
-def test_no_result_says_a_written_answer_is_missing(day):
-    problems = {student: json.loads((day.course / "results" / ASSIGNMENT / f"{student}.json").read_text())
-                ["extra_data"]["problems"] for student in CLASS}
+def result(week: Week, student: str) -> dict:
+    return json.loads((week.course / "results" / ASSIGNMENT / f"{student}.json").read_text())
+
+
+def test_grading_into_the_gradebook_prints_no_warning(week):
+    assert "Warning" not in line_of(week, "python -m autograder grade").stderr
+
+
+def test_no_result_says_a_written_answer_is_missing(week):
+    problems = {student: result(week, student)["extra_data"]["problems"] for student in CLASS}
     assert {student: [p for p in found if "written_answer" in p] for student, found in problems.items()} == \
         {student: [] for student in CLASS}
+
+
+@pytest.mark.parametrize("said", [
+    f"held for review: {HELD} (read the notes in results/{ASSIGNMENT}/feedback/STUDENT_ID.md",
+    "1 student submitted several notebooks; the best of each counted",
+    "late: 1 submission (1 with a penalty",
+])
+def test_the_summary_of_grading_names_what_needs_the_instructor(week, said):
+    assert said in line_of(week, "python -m autograder grade").stdout
+
+
+def test_grades_csv_flags_the_late_submission_with_its_hours_and_penalty(week):
+    rows = {row["student_id"]: row for row in csv.DictReader((week.course / "results" / ASSIGNMENT / "grades.csv")
+                                                             .open())}
+    late = {s: (row["late"], row["hours_late"], row["penalty"], row["grade"]) for s, row in rows.items()
+            if row["late"] != "no"}
+    assert late == {"yangcy": ("yes", "23.75", "1", "6.0")} and set(rows) == set(CLASS)
+
+
+def test_every_notebook_of_a_student_is_graded_and_the_best_counts(week):
+    listed = {nb["name"]: (nb["score"], nb["counted"]) for nb in result(week, "chenmei")["extra_data"]["notebooks"]}
+    assert listed == {f"{ASSIGNMENT}.ipynb": (0, False), f"{ASSIGNMENT}_final.ipynb": (7, True)}
+    assert result(week, "chenmei")["score"] == 7
+
+
+def test_release_gives_the_held_task_the_points_its_tests_measured(week):
+    released = result(week, HELD)
+    assert (released["score"], released["extra_data"]["status"], released["extra_data"]["parts"]["batch_norm"]) == \
+        (7, "ok", {**released["extra_data"]["parts"]["batch_norm"], "score": 4.0,
+                   "note": "released after your instructor's review"})
+    assert f"{HELD}: released, 7 / 7" in line_of(week, "python -m autograder release").stdout
 
 
 # ---- the formgrader ---------------------------------------------------------------------------------------
 
 
-def test_formgrader_shows_no_exchange_warning(day):
-    assert "Assignments" in day.front_page or "ex3_batchnorm" in day.front_page  # the page did load
-    assert "exchange" not in day.front_page.lower(), day.front_page[:1000]
+def test_formgrader_shows_no_exchange_warning(week):
+    assert "Assignments" in week.front_page or "ex3_batchnorm" in week.front_page  # the page did load
+    assert "exchange" not in week.front_page.lower(), week.front_page[:1000]
 
 
-def test_jupyter_server_logs_no_unwritable_exchange_directory(day):
-    assert "Unwritable directory" not in day.server_log
+def test_jupyter_server_logs_no_unwritable_exchange_directory(week):
+    assert "Unwritable directory" not in week.server_log
 
 
-def test_every_file_the_week_writes_is_git_ignored(day):
-    listed = "\n".join(sorted(day.written)) + "\n"
+def test_every_file_the_week_writes_is_git_ignored(week):
+    listed = "\n".join(sorted(week.written)) + "\n"
     ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input=listed,
                              capture_output=True, text=True).stdout.split()
-    assert len(day.written) > 20 and sorted(day.written - set(ignored)) == []
+    assert len(week.written) > 20 and sorted(week.written - set(ignored)) == []
 
 
-def test_each_screenshot_taken_for_the_guide_has_its_committed_copys_size(day):
+def test_each_screenshot_taken_for_the_guide_has_its_committed_copys_size(week):
     """The one taken here and any other browser test's: the guide shows the committed copies."""
     from PIL import Image
 
@@ -492,69 +531,184 @@ def test_each_screenshot_taken_for_the_guide_has_its_committed_copys_size(day):
     assert taken[SCREENSHOT] == (guide_screenshots.VIEWPORT["width"], guide_screenshots.VIEWPORT["height"])
 
 
-def test_formgrader_shows_no_output_the_student_saved(day):
-    assert day.forged_page.outputs == 0 and FORGED_OUTPUT not in day.forged_page.text
+def test_formgrader_shows_no_output_the_student_saved(week):
+    assert week.forged_page.outputs == 0 and FORGED_OUTPUT not in week.forged_page.text
 
 
-def test_formgrader_shows_the_releases_score_boxes_with_the_releases_points(day):
-    assert day.forged_page.boxes == {"check_batch_norm": "4.0", "check_BatchNorm1d": "3.0", "written_answer": "3.0"}
+def test_formgrader_shows_the_releases_score_boxes_with_the_releases_points(week):
+    assert week.forged_page.boxes == {"check_batch_norm": "4.0", "check_BatchNorm1d": "3.0", "written_answer": "3.0"}
 
 
-def test_formgrader_runs_no_script_from_the_students_markdown(day):
-    assert day.forged_page.title != "forged" and "onerror" in day.forged_page.text  # shown, as text
+def test_formgrader_runs_no_script_from_the_students_markdown(week):
+    assert week.forged_page.title != "forged" and "onerror" in week.forged_page.text  # shown, as text
 
 
-def test_score_and_comment_typed_in_the_formgrader_are_in_the_gradebook(day):
-    with Gradebook(f"sqlite:///{day.course / 'gradebook.db'}") as gradebook:
-        grade = gradebook.find_grade("written_answer", ASSIGNMENT, ASSIGNMENT, "lovelaceada")
-        comment = gradebook.find_comment("written_answer", ASSIGNMENT, ASSIGNMENT, "lovelaceada")
-        assert (grade.manual_score, grade.needs_manual_grade, comment.manual_comment) == (MANUAL_POINTS, False, COMMENT)
+@pytest.mark.parametrize("student, points, comment", [("lovelaceada", MANUAL_POINTS, COMMENT),
+                                                      ("yangcy", 0.0, FORGED_COMMENT)])
+def test_score_and_comment_typed_in_the_formgrader_are_in_the_gradebook(week, student, points, comment):
+    with Gradebook(f"sqlite:///{week.course / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("written_answer", ASSIGNMENT, ASSIGNMENT, student)
+        typed = gradebook.find_comment("written_answer", ASSIGNMENT, ASSIGNMENT, student)
+        assert (grade.manual_score, grade.needs_manual_grade, typed.manual_comment) == (points, False, comment)
 
 
-# ---- hand back --------------------------------------------------------------------------------------------
+# ---- what each student receives: the hand-back ------------------------------------------------------------
 
 
-def test_exported_score_is_the_autograded_points_plus_the_points_typed_by_hand(day):
-    automatic = json.loads((day.course / "results" / ASSIGNMENT / "lovelaceada.json").read_text())["score"]
-    assert automatic == 7.0 and exported(day)["lovelaceada"] == automatic + MANUAL_POINTS
+GRADED = {"lovelaceada": 9.5, "yangcy": 6.0}  # 7 automatic + 2.5 by hand; 7 + 0 by hand - 1 for lateness
+AUTOMATIC = {student: 6.0 if student == "bakerben" else 7.0 for student in CLASS}
 
 
-def test_exported_scores_of_the_others_are_their_autograded_points(day):
-    automatic = {s: json.loads((day.course / "results" / ASSIGNMENT / f"{s}.json").read_text())["score"]
-                 for s in CLASS if s != "lovelaceada"}
-    assert {s: exported(day)[s] for s in automatic} == automatic and automatic["bakerben"] < 7.0
+def handback(week: Week, student: str) -> str:
+    """The text of ``student``'s hand-back page as a reader sees it."""
+    return text_of((week.course / "results" / ASSIGNMENT / "handback" / f"{student}.html").read_text())
 
 
-def lms_exported(day: Day) -> dict[str, str]:
-    """student -> ex3 cell of the CSV for Canvas that the guide's `python -m autograder export` line wrote."""
-    (line,) = [line for line in day.ran if line.startswith("python -m autograder export")]
-    written = day.course / re.search(r"-o (\S+)", line)[1]
-    return {row["SIS Login ID"]: row[ASSIGNMENT] for row in csv.DictReader(written.open())
-            if row["Student"] != "Points Possible"}
+def test_every_student_gets_a_hand_back_page_and_its_markdown(week):
+    folder = week.course / "results" / ASSIGNMENT / "handback"
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
+        sorted(f"{student}.{ext}" for student in CLASS for ext in ("html", "md"))
 
 
-def test_lms_export_does_not_overwrite_nbgraders_grades_csv(day):
-    assert "-o grades.csv" not in "\n".join(day.ran) and (day.course / "grades.csv").is_file()
+@pytest.mark.parametrize("student", CLASS)
+def test_hand_back_total_is_the_grade_or_says_it_is_provisional(week, student):
+    if student in GRADED:
+        assert f"Total: {GRADED[student]:g} / 10 " in handback(week, student)
+    else:
+        assert f"Total so far: {AUTOMATIC[student]:g} / 10 (provisional, no grade yet: a part is not graded by hand " \
+               "yet)" in handback(week, student)
 
 
-def test_lms_export_gives_the_autograded_points_plus_the_points_typed_by_hand(day):
-    assert lms_exported(day)["lovelaceada"] == "9.5" == f"{7.0 + MANUAL_POINTS:g}"
+@pytest.mark.parametrize("student", CLASS)
+def test_hand_back_shows_the_automatic_points(week, student):
+    assert f"Automatic points: {AUTOMATIC[student]:g} / 7 " in handback(week, student)
 
 
-def test_lms_export_leaves_a_written_answer_not_graded_yet_without_a_score_and_names_it(day):
-    others = sorted(set(CLASS) - {"lovelaceada"})
-    assert {student: lms_exported(day)[student] for student in others} == {student: "" for student in others}
-    err = line_of(day, "python -m autograder export").stderr
+@pytest.mark.parametrize("student, points, comment", [("lovelaceada", MANUAL_POINTS, COMMENT),
+                                                      ("yangcy", 0.0, FORGED_COMMENT)])
+def test_hand_back_shows_the_points_and_the_comment_given_by_hand(week, student, points, comment):
+    shown = handback(week, student)
+    assert f"Graded by hand, the written answer written_answer: {points:g} / 3" in shown and comment in shown
+
+
+def test_late_hand_back_shows_when_it_came_how_late_and_the_penalty(week):
+    shown = handback(week, "yangcy")
+    assert "Late penalty: -1 " in shown
+    assert "Submitted: 2026-11-21 23:44 (UTC+01:00) Due: 2026-11-20 23:59 (UTC+01:00) Late by: 23 hours, 45 minutes " \
+           "Penalty: 1 point (10 % of the maximum per started day late after a grace period of 15 minutes, at most " \
+           "50 %)" in shown
+
+
+@pytest.mark.parametrize("student", sorted(set(CLASS) - {"yangcy"}))
+def test_on_time_hand_back_says_so_and_takes_nothing_off(week, student):
+    shown = handback(week, student)
+    assert "Late by: on time Penalty: 0 points" in shown and "Late penalty" not in shown
+
+
+def test_wrong_submission_hand_back_names_the_lost_point_and_its_mistake(week):
+    shown = handback(week, "bakerben")
+    assert "Task 1: batch_norm Points: 3 / 4" in shown
+    assert "running_var uses the biased variance of the batch: update it with the unbiased one (divide by n - 1)" \
+        in shown
+
+
+def test_hand_back_of_two_notebooks_says_which_counted(week):
+    shown = handback(week, "chenmei")
+    assert f"Which notebook counted {ASSIGNMENT}.ipynb: 0 points, cell_errors {ASSIGNMENT}_final.ipynb: 7 points, " \
+           "ok (counted)" in shown
+
+
+def test_released_hand_back_shows_the_tasks_measured_points_and_no_hold(week):
+    shown = handback(week, HELD)
+    assert "Task 1: batch_norm Points: 4 / 4 (released after your instructor's review)" in shown
+    assert "waits for your instructor" not in shown and "released by the instructor after review" in shown
+
+
+# ---- what the instructor reads: the similarity report -------------------------------------------------------
+
+
+def similarity_rows(week: Week, which: int) -> list[tuple[str, str, str]]:
+    """(student, compared with, share) of each row of the report's code (0) or written answers (1) table."""
+    page = BeautifulSoup((week.course / "results" / ASSIGNMENT / "similarity.html").read_text(), "html.parser")
+    rows = page.find_all("table")[which].find_all("tr")[1:]
+    return [tuple(cell.get_text(" ", strip=True) for cell in row.find_all(["td", "th"])[1:4]) for row in rows]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["code", "written answers"])
+def test_similarity_report_ranks_the_copy_first(week, which):
+    student, other, _ = similarity_rows(week, which)[0]
+    assert {student, other} == {"copycat", "lovelaceada"}
+
+
+def test_similarity_report_lists_copies_of_the_reference_against_it_and_not_each_other(week):
+    rows = similarity_rows(week, 0)
+    copies = {"okaforchi", "yangcy", HELD}  # the reference's code (HELD's with one line added)
+    assert {student for student, other, _ in rows if other == "reference solution (known source)"} >= copies
+    assert [row for row in rows if {row[0], row[1]} <= copies] == []
+
+
+def test_similarity_report_compares_the_notebook_that_counted(week):
+    page = (week.course / "results" / ASSIGNMENT / "similarity.html").read_text()
+    assert f"2 notebooks submitted; compared: {ASSIGNMENT}_final.ipynb (the one that counted)" in page
+
+
+# ---- the exports ------------------------------------------------------------------------------------------
+
+
+def exported(week: Week) -> dict[str, dict]:
+    """student -> their ex3 row of the grades.csv that `nbgrader export` wrote."""
+    return {row["student_id"]: row for row in csv.DictReader((week.course / "grades.csv").open())
+            if row["assignment"] == ASSIGNMENT}
+
+
+def lms_exported(week: Week) -> dict[str, dict]:
+    """student -> their row of the CSV for Canvas that the guide's `python -m autograder export` line wrote."""
+    (line,) = [line for line in week.ran if line.startswith("python -m autograder export")]
+    written = week.course / re.search(r"-o (\S+)", line)[1]
+    return {row["SIS Login ID"]: row for row in csv.DictReader(written.open()) if row["Student"] != "Points Possible"}
+
+
+def test_lms_export_does_not_overwrite_nbgraders_grades_csv(week):
+    assert "-o grades.csv" not in "\n".join(week.ran) and (week.course / "grades.csv").is_file()
+
+
+def test_lms_export_gives_each_graded_student_the_hand_backs_total(week):
+    assert {student: row[ASSIGNMENT] for student, row in lms_exported(week).items() if row[ASSIGNMENT]} == \
+        {student: f"{total:g}" for student, total in GRADED.items()}
+
+
+def test_lms_export_keeps_canvas_user_ids(week):
+    assert {student: row["ID"] for student, row in lms_exported(week).items()} == \
+        {student: str(who.user_id) for student, who in CLASS.items()}
+
+
+def test_lms_export_leaves_a_written_answer_not_graded_yet_without_a_score_and_names_it(week):
+    others = sorted(set(CLASS) - set(GRADED))
+    assert {student: lms_exported(week)[student][ASSIGNMENT] for student in others} == {s: "" for s in others}
+    err = line_of(week, "python -m autograder export").stderr
     assert all(f"{ASSIGNMENT}, {student}: no score yet, not graded by hand yet: grade the written answer "
                f"written_answer of {student} in the formgrader first" in err for student in others), err
 
 
-def test_every_student_gets_a_feedback_page(day):
-    pages = {p.relative_to(day.course / "feedback").as_posix() for p in (day.course / "feedback").rglob("*.html")}
+def test_nbgraders_export_has_the_same_totals_and_late_penalty(week):
+    rows = exported(week)
+    assert {s: float(row["score"]) for s, row in rows.items() if s in GRADED} == GRADED
+    assert {s: float(row["late_submission_penalty"]) for s, row in rows.items()} == \
+        {s: 1.0 if s == "yangcy" else 0.0 for s in CLASS}
+
+
+def test_nbgraders_export_gives_the_others_their_automatic_points(week):
+    assert {s: float(row["score"]) for s, row in exported(week).items() if s not in GRADED} == \
+        {s: points for s, points in AUTOMATIC.items() if s not in GRADED}
+
+
+def test_every_student_gets_a_feedback_page_of_nbgraders(week):
+    pages = {p.relative_to(week.course / "feedback").as_posix() for p in (week.course / "feedback").rglob("*.html")}
     assert pages == {f"{student}/{ASSIGNMENT}/{ASSIGNMENT}.html" for student in CLASS}
 
 
-def test_feedback_page_carries_the_comment_typed_in_the_formgrader(day):
-    page = (day.course / "feedback" / "lovelaceada" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-    assert COMMENT in page
-
+@pytest.mark.parametrize("student", GRADED)
+def test_nbgraders_feedback_page_shows_the_hand_backs_total_and_the_comment(week, student):
+    page = (week.course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    comment = COMMENT if student == "lovelaceada" else FORGED_COMMENT
+    assert f"{ASSIGNMENT} (Score: {GRADED[student]:.1f} / 10.0)" in page and comment in page
