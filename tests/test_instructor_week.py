@@ -365,6 +365,27 @@ def in_formgrader(chromium: str, base: str, token: str) -> tuple[SubmissionPage,
     return forged_page, front_page
 
 
+# The guide's figures of what the week wrote: name -> (the page in results/ex3_batchnorm/, the id it is scrolled to).
+HANDED_BACK = {"handback": ("handback/lovelaceada.html", None), "similarity-passages": ("similarity.html", "code-1")}
+
+
+def take_the_guides_pictures(chromium: str, course: Path) -> None:
+    """Screenshots of what the week wrote for the guide: a hand-back and the similarity report, as a browser shows
+    them (each page is self-contained: no file is fetched)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport=guide_screenshots.VIEWPORT,
+                                      color_scheme=guide_screenshots.COLOR_SCHEME)
+        context.route("**/*", lambda route: route.abort())
+        page = context.new_page()
+        for name, (path, anchor) in HANDED_BACK.items():
+            page.set_content((course / "results" / ASSIGNMENT / path).read_text())
+            if anchor:
+                page.evaluate("id => document.getElementById(id).scrollIntoView()", anchor)
+            guide_screenshots.take(page, name)
+        browser.close()
+
+
 # ---- the week -----------------------------------------------------------------------------------------------
 
 
@@ -407,6 +428,7 @@ def week(tmp_path_factory, chromium) -> Week:
         if server is not None:
             server.stop()
     assert forged_page is not None, "the guide's week starts no `jupyter server`"
+    take_the_guides_pictures(chromium, course)
     return Week(course, ran, forged_page, front_page, "".join(server.log), course_files(course) - cloned)
 
 
@@ -527,7 +549,7 @@ def test_each_screenshot_taken_for_the_guide_has_its_committed_copys_size(week):
     taken = {png.stem: size(png) for png in guide_screenshots.TAKEN.glob("*.png")}
     committed = {stem: size(guide_screenshots.COMMITTED / f"{stem}.webp") for stem in taken
                  if (guide_screenshots.COMMITTED / f"{stem}.webp").is_file()}
-    assert SCREENSHOT in taken and committed == taken
+    assert {SCREENSHOT, *HANDED_BACK} <= set(taken) and committed == taken
     assert taken[SCREENSHOT] == (guide_screenshots.VIEWPORT["width"], guide_screenshots.VIEWPORT["height"])
 
 
