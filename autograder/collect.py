@@ -19,6 +19,11 @@ Canvas: ``<student>_<LATE_>?<user id>_<submission id>_<uploaded name>``, with ``
 name>`` (in a folder of that name, ending in ``_``, when downloaded "in folders"); the student id is the
 full name, lower case, letters and digits only ("Ada Lovelace" -> ``adalovelace``). Any other name goes
 to nbgrader's own ``FileNameCollectorPlugin.named_regexp``, when one is set.
+
+Two students can share a name (Canvas's first part is the sortable name, Moodle's the full name): where
+one name comes with two different LMS ids in the download, each of those students is filed under the name
+and their id (``smithjo_201``, ``smithjo_202``), never under one folder where one's work would replace or
+outrank the other's; ``zip_collect`` says so in its log.
 """
 
 from __future__ import annotations
@@ -53,6 +58,21 @@ def zip_time(info: zipfile.ZipInfo, zone: dt.tzinfo) -> dt.datetime:
             return dt.datetime.fromtimestamp(int.from_bytes(data[1:5], "little", signed=True), dt.timezone.utc)
         at += 4 + size
     return dt.datetime(*info.date_time, tzinfo=zone)
+
+
+def read_name(relative: str) -> tuple[str, str, str, dict] | None:
+    """(student id, the LMS's id of that student, the file's name, what lms.json keeps) from a download's file
+    name (its path below the extracted folder), or None when it is neither Canvas's nor Moodle's."""
+    tail = "/".join(relative.split("/")[-2:])
+    canvas, moodle = CANVAS.search(Path(relative).name), MOODLE.search(tail)
+    if canvas:
+        return (canvas["student_id"], canvas["user_id"], canvas["file_id"] + canvas["ext"],
+                {"lms": "canvas", "canvas_user_id": canvas["user_id"], "late_mark": bool(canvas["late"])})
+    if moodle:
+        student = "".join(ch for ch in moodle["name"].lower() if ch.isalnum()) or moodle["participant_id"]
+        return (student, moodle["participant_id"], moodle["file_id"] + moodle["ext"],
+                {"lms": "moodle", "moodle_participant_id": moodle["participant_id"]})
+    return None
 
 
 def course_of(plugin) -> course.Course:
@@ -110,17 +130,13 @@ class LmsCollector(FileNameCollectorPlugin):
             relative = Path(submitted_file).relative_to(extracted).as_posix()
         except ValueError:
             relative = Path(submitted_file).name
-        tail = "/".join(relative.split("/")[-2:])
-        canvas, moodle = CANVAS.search(Path(relative).name), MOODLE.search(tail)
-        if canvas:
-            info = {"student_id": canvas["student_id"], "file_id": canvas["file_id"] + canvas["ext"]}
-            record = {"lms": "canvas", "canvas_user_id": canvas["user_id"], "late_mark": bool(canvas["late"])}
-        elif moodle:
-            student = "".join(ch for ch in moodle["name"].lower() if ch.isalnum()) or moodle["participant_id"]
-            info = {"student_id": student, "file_id": moodle["file_id"] + moodle["ext"]}
-            record = {"lms": "moodle", "moodle_participant_id": moodle["participant_id"]}
-        else:
+        found = read_name(relative)
+        if found is None:
             return super().collect(submitted_file) if self.named_regexp else self._unknown(relative)
+        student, lms_id, file_id, record = found
+        if student in self._namesakes(extracted):
+            student = f"{student}_{lms_id}"
+        info = {"student_id": student, "file_id": file_id}
         when = self._time(extracted.parent, relative)
         if when:
             info["timestamp"] = when
@@ -129,6 +145,20 @@ class LmsCollector(FileNameCollectorPlugin):
         entry["files"].append({"name": relative, "file_id": info["file_id"], "submitted_at": when})
         self._write(extracted.parent / LMS_FILE)
         return info
+
+    def _namesakes(self, extracted: Path) -> set[str]:
+        """The student ids that the download gives to more than one LMS id (two students of one name)."""
+        if not hasattr(self, "_shared"):
+            ids: dict[str, set[str]] = {}
+            for path in extracted.rglob("*"):
+                found = read_name(path.relative_to(extracted).as_posix()) if path.is_file() else None
+                if found is not None:
+                    ids.setdefault(found[0], set()).add(found[1])
+            self._shared = {student for student, lms_ids in ids.items() if len(lms_ids) > 1}
+            for student in sorted(self._shared):
+                self.log.warning("%d students are named %s in the download: each is filed as %s_<their LMS id>",
+                                 len(ids[student]), student, student)
+        return self._shared
 
     def _unknown(self, relative: str) -> None:
         self.log.warning("Skipped %s: not a Canvas name (<student>_<user id>_<submission id>_<file>) nor a Moodle "
