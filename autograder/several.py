@@ -1,8 +1,8 @@
 """Several notebooks in one student's folder: every one is graded, the best one counts.
 
-The policy, as the README and the feedback state it: every notebook in
+The policy, as the guide and the feedback state it: every notebook in
 ``submitted/<student>/<assignment>/`` is graded; the one with the highest score counts (before any
-late penalty; on a tie, the one named after the assignment, then the later file name). The others
+late penalty, with the points a task held for review measured; on a tie, the one named after the assignment, then the later file name). The others
 are listed in the result (``extra_data.notebooks``), its notes and the feedback, so nobody has to
 guess which one was graded (a Canvas upload of a blank copy beside the real one is the usual case).
 
@@ -40,9 +40,18 @@ def expand(assignment: str, entries: list) -> tuple[list, dict[str, list]]:
     return entries, groups
 
 
+def measured(data: dict) -> float:
+    """A result's score with the points its held tasks measured: a notebook held for review competes with what its
+    tests measured, so a draft never outranks it while it waits for the instructor (who then sees it held)."""
+    parts = data.get("extra_data", {}).get("parts")
+    held = [part.get("held") for part in parts.values() if type(part) is dict] if type(parts) is dict else []
+    return float(data["score"]) + sum(float(h) for h in held if type(h) in (int, float))
+
+
 def ranked(assignment: str, graded: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """(file name, result) best first: highest score, then named after the assignment, then the later name."""
-    return sorted(graded, key=lambda item: (float(item[1]["score"]), item[0] == f"{assignment}.ipynb", item[0]),
+    """(file name, result) best first: the highest measured score (held tasks' points included), then named after
+    the assignment, then the later name."""
+    return sorted(graded, key=lambda item: (measured(item[1]), item[0] == f"{assignment}.ipynb", item[0]),
                   reverse=True)
 
 

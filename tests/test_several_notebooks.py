@@ -20,3 +20,10 @@ EX2 = "ex2_layernorm"
 def test_the_highest_score_counts_then_the_name_of_the_assignment_then_the_later_name(notebooks, counted):
     graded = [(name, {"score": score}) for name, score in notebooks.items()]
     assert several.ranked(EX2, graded)[0][0] == counted
+
+
+def test_a_notebook_held_for_review_competes_with_what_its_tests_measured():
+    """Held: 3 points counted so far, 4 more measured and waiting; a draft's 5 must not hide it from the review."""
+    held = {"score": 3, "extra_data": {"parts": {"batch_norm": {"score": 0, "held": 4.0}, "BatchNorm1d": {"score": 3}}}}
+    draft = {"score": 5, "extra_data": {"parts": {"batch_norm": {"score": 2}, "BatchNorm1d": {"score": 3}}}}
+    assert several.ranked(EX2, [("draft.ipynb", draft), ("final.ipynb", held)])[0][0] == "final.ipynb"
