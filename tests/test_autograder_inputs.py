@@ -392,7 +392,8 @@ def test_grading_a_course_folder_writes_default_results_and_grades_csv(tmp_path)
     done = run_grader("grade", ASSIGNMENT, tmp_path, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = (tmp_path / "results" / ASSIGNMENT / "grades.csv").read_text().splitlines()
-    assert rows == ["student_id,score,max_score,status", "alice,10.0,10.0,ok", "bob,0.0,10.0,invalid"]
+    assert rows == ["student_id,score,max_score,status,late,hours_late,penalty,grade", "alice,10.0,10.0,ok,no,,0,10.0",
+                    "bob,0.0,10.0,invalid,no,,0,0.0"]  # no due date in the course: on time, nothing taken off
     assert "graded 2 submissions" in done.stdout and "mean 5.00" in done.stdout
 
 
