@@ -10,9 +10,7 @@ into it as the formgrader saves them. Each command is run as the instructor runs
 
 import csv
 import json
-import os
 import shutil
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,7 +22,7 @@ from nbgrader.api import Gradebook
 from autograder import cli, gradebook, report
 from tests.grading import REPO, grade_in_process, reference, with_cell
 from tests.mistakes import MISTAKES
-from tests.test_held_results import HELD, held_result, nbgrader, release_into, scored
+from tests.test_held_results import HELD, gradebook_of, held_result, nbgrader, scored
 from tests.test_lms_export import save
 
 EX2, EX3 = "ex2_layernorm", "ex3_batchnorm"
@@ -37,14 +35,7 @@ SCRIPT = "<script>alert('owned')</script><img src=x onerror=alert(1)>"
 @pytest.fixture(scope="module")
 def released_gradebook(tmp_path_factory) -> Path:
     """A gradebook that knows the releases of ex2 and ex3 (made once: a new gradebook runs nbgrader's migrations)."""
-    folder = tmp_path_factory.mktemp("gradebook")
-    activated = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PATH", activated)  # a new gradebook runs `alembic`, on the activated environment's PATH
-        with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as opened:
-            release_into(opened, EX2)
-            release_into(opened, EX3)
-    return folder / "gradebook.db"
+    return gradebook_of(tmp_path_factory.mktemp("gradebook"), EX2, EX3)
 
 
 @pytest.fixture

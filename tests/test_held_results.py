@@ -277,16 +277,21 @@ def release_into(opened: Gradebook, assignment: str) -> None:
             opened.update_or_create_solution_cell(meta["grade_id"], assignment, assignment)
 
 
-@pytest.fixture(scope="module")
-def empty_gradebook(tmp_path_factory) -> Path:
-    """A gradebook that knows ex2's release (made once: a new gradebook runs nbgrader's migrations)."""
-    folder = tmp_path_factory.mktemp("gradebook")
+def gradebook_of(folder: Path, *assignments: str) -> Path:
+    """A gradebook in ``folder`` that knows the releases of ``assignments``."""
     activated = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", activated)  # a new gradebook runs `alembic`, on the activated environment's PATH
         with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as opened:
-            release_into(opened, EX2)
+            for assignment in assignments:
+                release_into(opened, assignment)
     return folder / "gradebook.db"
+
+
+@pytest.fixture(scope="module")
+def empty_gradebook(tmp_path_factory) -> Path:
+    """A gradebook that knows ex2's release (made once: a new gradebook runs nbgrader's migrations)."""
+    return gradebook_of(tmp_path_factory.mktemp("gradebook"), EX2)
 
 
 @pytest.fixture
