@@ -82,9 +82,12 @@ def both_ways(tmp_path_factory, request):
         process.wait(timeout=1800)
     say(request.config, "[nbgrader] done; the sandboxed grader now grades the same notebooks")
     # Two graders starting kernels at once can race for the same TCP port, and nbgrader then
-    # drops that submission; a second, sequential pass autogrades exactly the ones it dropped.
+    # drops that submission; a second, sequential pass autogrades exactly the ones it dropped
+    # (an assignment with none dropped is passed over: starting nbgrader costs seconds).
     for assignment, course in courses.items():
-        assert run_nbgrader(["autograde", assignment], course).returncode in (0, 1)
+        if any(not (course / "autograded" / student.name / assignment / f"{assignment}.ipynb").is_file()
+               for student in (course / "submitted").iterdir()):
+            assert run_nbgrader(["autograde", assignment], course).returncode in (0, 1)
     found = {}
     for assignment, course in courses.items():
         theirs = {}
