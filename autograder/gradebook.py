@@ -20,6 +20,7 @@ submission (what ``nbgrader export`` reports) and what still waits for a manual 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -375,33 +376,43 @@ class Totals:
 
 
 def read_totals(url: str, problem) -> dict[str, Totals]:
-    """Every assignment's totals in the gradebook at ``url``, read without writing anything.
+    """Every assignment's totals in the gradebook at ``url``, read without writing anything (``read_only``)."""
+    with read_only(url, problem, READ_FIX) as gradebook:
+        return {assignment.name: Totals(float(assignment.max_score or 0.0),
+                                        {s.student_id: _total(s) for s in assignment.submissions})
+                for assignment in gradebook.assignments}
+
+
+READ_FIX = ("pass the gradebook that `python -m autograder grade ... --gradebook` recorded into, e.g. "
+            "--gradebook sqlite:///gradebook.db from the course folder")
+
+
+@contextlib.contextmanager
+def read_only(url: str, problem, fix: str | None = None):
+    """The gradebook at ``url``, opened so that nothing is written, and closed after the ``with`` block.
 
     A ``sqlite:///`` gradebook is opened read-only (SQLite's ``mode=ro``), so that a wrong
     path or a file that is not a gradebook is refused rather than turned into an empty
-    gradebook, as nbgrader's ``Gradebook`` does when it can write. Any problem raises
-    ``problem`` with what is wrong and how to fix it.
+    gradebook, as nbgrader's ``Gradebook`` does when it can write. Any problem, opening or
+    reading, raises ``problem`` with what is wrong (and ``fix``, how to fix it, when given).
     """
-    fix = ("pass the gradebook that `python -m autograder grade ... --gradebook` recorded into, e.g. "
-           "--gradebook sqlite:///gradebook.db from the course folder")
+    how = f": {fix}" if fix else ""
     opened = url
     if url.startswith("sqlite:///") and url != "sqlite:///":
         path = Path(url[len("sqlite:///"):])
         if not path.is_file():
-            raise problem(f"no gradebook at {path}: {fix}")
+            raise problem(f"no gradebook at {path}{how}")
         quoted = urllib.parse.quote(urllib.parse.quote(str(path.resolve()), safe="/"), safe="/")  # SQLAlchemy
         opened = f"sqlite:///file:{quoted}?mode=ro&uri=true"  # unquotes once, SQLite's URI parser once more
     try:
         gradebook = Gradebook(opened, course_id="")  # "": check no course, which would add one if missing
     except (sqlalchemy.exc.SQLAlchemyError, InvalidEntry, ImportError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise problem(f"cannot read {url} as nbgrader's gradebook ({reason}): {fix}") from None
+        raise problem(f"cannot read {url} as nbgrader's gradebook ({reason}){how}") from None
     try:
-        return {assignment.name: Totals(float(assignment.max_score or 0.0),
-                                        {s.student_id: _total(s) for s in assignment.submissions})
-                for assignment in gradebook.assignments}
+        yield gradebook
     except sqlalchemy.exc.SQLAlchemyError as error:
-        raise problem(f"cannot read {url} as nbgrader's gradebook ({str(error).splitlines()[0]}): {fix}") from None
+        raise problem(f"cannot read {url} as nbgrader's gradebook ({str(error).splitlines()[0]}){how}") from None
     finally:
         gradebook.db.rollback()
         gradebook.close()

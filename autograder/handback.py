@@ -60,8 +60,6 @@ import html
 import json
 import math
 import re
-import tempfile
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +107,7 @@ def refresh(assignment: str, results: Path, url: str | None = None, students=Non
     """
     done = Refreshed(results / FOLDER)
     wanted = None if students is None else set(students)
-    good = []
+    good = {}  # student id -> their checked result
     for path in sorted(results.glob("*.json")):
         if wanted is not None and path.stem not in wanted:
             continue
@@ -118,24 +116,21 @@ def refresh(assignment: str, results: Path, url: str | None = None, students=Non
                 raise lms.BadResults(f"{path} is {path.stat().st_size / 2**20:.0f} MiB, more than any result the "
                                      f"grader writes; grade that submission again (python -m autograder grade "
                                      f"{assignment} NOTEBOOK --force), or move the file out of {path.parent}/")
-            lms.read_result(path, assignment)
+            good[path.stem] = lms.load_result(path, assignment)
         except lms.BadResults as problem:
             done.problems.append(f"no hand-back for {path.stem}: {problem}")
-            continue
-        good.append(path)
     if not good:
         return done
     try:
         if url and totals is None:
             totals = lms.read_gradebook(url)
-        column = exported(assignment, good, totals if url else None, url or "")
+        # the export's own reading of these results decides each total (the unreadable ones left out)
+        column = lms.column_of(results, good, assignment, totals if url else None, url or "")
         marks = read_marks(url, assignment) if url else {}
     except lms.BadResults as problem:
         raise Problem(str(problem)) from None
     database = gradebook_file(url)
-    for path in good:
-        student = path.stem
-        data = json.loads(path.read_text(encoding="utf-8"))
+    for student, data in good.items():
         mark = marks.get(student)
         total = (totals or {}).get(assignment)
         page = build(assignment, data, column, mark, total.students.get(student) if total and url else None,
@@ -147,23 +142,6 @@ def refresh(assignment: str, results: Path, url: str | None = None, students=Non
         if database is not None and check_feedback(database, results / FOLDER, assignment, student, mark):
             done.stale_feedback.append(student)
     return done
-
-
-def exported(assignment: str, paths: list[Path], totals: dict | None, url: str) -> lms.Column:
-    """The export's column of grades for the results at ``paths``, computed by the export's own ``lms.read``.
-
-    ``lms.read`` reads a whole folder and stops at a result it cannot trust; the hand-backs of the
-    others are still wanted, so it reads a folder of links to the readable ones.
-    """
-    with tempfile.TemporaryDirectory(prefix="handback-") as scratch:
-        folder = Path(scratch) / assignment
-        folder.mkdir()
-        for path in paths:
-            (folder / path.name).symlink_to(path.resolve())
-        try:
-            return lms.read(Path(scratch), assignment, totals, url)
-        except lms.BadResults as problem:
-            raise lms.BadResults(str(problem).replace(str(folder), str(paths[0].parent))) from None
 
 
 @dataclass
@@ -201,21 +179,11 @@ class Marks:
 
 def read_marks(url: str, assignment: str) -> dict[str, Marks]:
     """Every submission of ``assignment`` in the gradebook at ``url``, read-only (as ``gradebook.read_totals``)."""
-    import sqlalchemy.exc
-    from nbgrader.api import Gradebook, InvalidEntry
+    from autograder import gradebook as gradebook_module  # nbgrader: imported only when a gradebook is read
 
-    opened = url
-    if url.startswith("sqlite:///") and url != "sqlite:///":
-        path = Path(url[len("sqlite:///"):])
-        quoted = urllib.parse.quote(urllib.parse.quote(str(path.resolve()), safe="/"), safe="/")
-        opened = f"sqlite:///file:{quoted}?mode=ro&uri=true"
-    try:
-        gradebook = Gradebook(opened, course_id="")
-    except (sqlalchemy.exc.SQLAlchemyError, InvalidEntry, ImportError) as error:
-        raise lms.BadResults(f"cannot read {url} as nbgrader's gradebook ({str(error).splitlines()[0]})") from None
-    try:
-        found = {}
-        for assigned in gradebook.assignments:
+    found = {}
+    with gradebook_module.read_only(url, lms.BadResults) as opened:
+        for assigned in opened.assignments:
             if assigned.name != assignment:
                 continue
             for submission in assigned.submissions:
@@ -230,12 +198,7 @@ def read_marks(url: str, assignment: str) -> dict[str, Marks]:
                             comments[comment.name] = comment.comment
                 found[submission.student_id] = Marks(cells, comments,
                                                      float(submission.late_submission_penalty or 0.0))
-        return found
-    except sqlalchemy.exc.SQLAlchemyError as error:
-        raise lms.BadResults(f"cannot read {url} as nbgrader's gradebook ({str(error).splitlines()[0]})") from None
-    finally:
-        gradebook.db.rollback()
-        gradebook.close()
+    return found
 
 
 def gradebook_file(url: str | None) -> Path | None:
@@ -251,8 +214,7 @@ def gradebook_file(url: str | None) -> Path | None:
 # where spans is a list of (text, strong) pairs; every text is plain text, escaped by the renderer.
 
 
-def number(value) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
+number = lms.number  # a finite int or float
 
 
 def pts(value: float) -> str:

@@ -89,9 +89,9 @@ def number(value) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
-def read_result(path: Path, assignment: str) -> tuple[str, float, float, str, frozenset[str]]:
-    """(student id, score, maximum, status, the grade cells of its parts held for review) of one result file, or
-    ``BadResults`` saying what is wrong."""
+def load_result(path: Path, assignment: str) -> dict:
+    """One result file, checked to be one the grader wrote for ``assignment``, or ``BadResults`` saying what is
+    wrong."""
     fix = (f"grade that submission again (python -m autograder grade {assignment} NOTEBOOK --force), or move the "
            f"file out of {path.parent}/")
     try:
@@ -108,10 +108,16 @@ def read_result(path: Path, assignment: str) -> tuple[str, float, float, str, fr
     if wrong:
         raise BadResults(f"{path} is not a result the grader wrote for {assignment} (wrong or missing: "
                          f"{', '.join(wrong)}); {fix}")
+    return data
+
+
+def row_of(student: str, data: dict) -> tuple[str, float, float, str, frozenset[str]]:
+    """(student id, score, maximum, status, the grade cells of its parts held for review) of a checked result."""
+    extra = data["extra_data"]
     parts = extra.get("parts")
     held = frozenset(f"check_{name}" for name, part in parts.items() if type(part) is dict and "held" in part) \
         if type(parts) is dict else frozenset()
-    return path.stem, float(data["score"]), float(extra["max_score"]), extra["status"], held
+    return student, float(data["score"]), float(extra["max_score"]), extra["status"], held
 
 
 def read(results: Path, assignment: str, totals: dict | None = None, url: str = "") -> Column:
@@ -122,15 +128,20 @@ def read(results: Path, assignment: str, totals: dict | None = None, url: str = 
         raise BadResults(f"no results for {assignment} in {folder}/: grade it first "
                          f"(python -m autograder grade {assignment} PATH...), or point --results at the folder "
                          "that holds one folder per assignment")
-    rows = [read_result(path, assignment) for path in paths]
+    return column_of(folder, {path.stem: load_result(path, assignment) for path in paths}, assignment, totals, url)
+
+
+def column_of(folder: Path, loaded: dict[str, dict], assignment: str, totals: dict | None = None,
+              url: str = "") -> Column:
+    """The grades of the checked results ``loaded`` (student id -> result, from ``folder``), as ``read`` gives them."""
+    rows = [row_of(student, data) for student, data in loaded.items()]
     penalties, canvas_ids = {}, {}
-    for path in paths:  # read again for what read_result leaves out: checked by it already
-        data = json.loads(path.read_text(encoding="utf-8"))
-        penalties[path.stem] = report.late_penalty(data)
+    for student, data in loaded.items():
+        penalties[student] = report.late_penalty(data)
         lms_ids = data["extra_data"].get("lms")
         user = lms_ids.get("canvas_user_id") if type(lms_ids) is dict else None
         if type(user) is str and user.isdigit() and len(user) <= 20:
-            canvas_ids[path.stem] = user
+            canvas_ids[student] = user
     maxima = sorted({row[2] for row in rows})
     if len(maxima) > 1:
         raise BadResults(f"the results in {folder}/ disagree on the maximum ({' and '.join(map(text, maxima))} "
