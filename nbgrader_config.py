@@ -41,3 +41,10 @@ c.ZipCollectApp.collector_plugin = "autograder.collect.LmsCollector"
 # shared exchange on a JupyterHub, point this at it instead (nbgrader's "Setting up the exchange").
 c.Exchange.root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
 os.makedirs(c.Exchange.root, exist_ok=True)
+
+# What replaces each solution in a release. nbgrader's own stub raises a NotImplementedError with no message,
+# which a learner who runs a self-check before writing the task reads as an empty "NotImplementedError: ".
+# The self-checks turn this error into "task N is not written yet"; the grader reports "not implemented yet".
+c.ClearSolutions.code_stub = {
+    "python": '# YOUR CODE HERE\nraise NotImplementedError("not written yet: replace this line with your code")',
+}

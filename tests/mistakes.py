@@ -5,7 +5,12 @@ exercise's public self-check must reject it with a message that names the
 problem (``hint``: a fragment of that message).
 """
 
+import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -18,6 +23,23 @@ class Mistake:
     # A fragment of the hidden suite's feedback that names the mistake (default: hint), or (fragment, *also): the
     # fragments naming other mistakes of the task that this one makes too (tests/test_catalogue_feedback.py).
     feedback: str | tuple[str, ...] = ""
+    # The self-check it runs up to, when not the task's own: a mistake in task 1 seen from task 2's self-check
+    # (which must say "fix task 1 first", not blame task 2's correct code).
+    check: str = ""
+
+    @property
+    def self_check(self) -> str:
+        return f"selfcheck_{self.check or self.task}"
+
+
+@cache
+def release_cell(assignment: str, grade_id: str) -> str:
+    """The cell ``grade_id`` as the release hands it out: a task not written yet."""
+    notebook = json.loads((ROOT / "exercises" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            return "".join(cell["source"])
+    raise LookupError(f"{assignment} has no cell {grade_id}")
 
 
 # The contract's submodules, which every block mistake below keeps.

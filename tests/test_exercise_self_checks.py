@@ -17,23 +17,24 @@ def code_cells(repo, assignment):
             for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def run_until_self_check(cells, task, replacement=None):
-    """Execute cells in a fresh namespace, ``task`` replaced, up to and including its self-check."""
+def run_until_self_check(cells, task, replacement=None, check=None):
+    """Execute cells in a fresh namespace, ``task`` replaced, up to and including ``check`` (its self-check)."""
+    check = check or f"selfcheck_{task}"
     namespace = {}
     for grade_id, source in cells:
         if grade_id == task and replacement is not None:
             source = replacement
         exec(compile(source, f"<{grade_id}>", "exec"), namespace)
-        if grade_id == f"selfcheck_{task}":
+        if grade_id == check:
             return
-    raise LookupError(f"no self-check cell selfcheck_{task}")
+    raise LookupError(f"no self-check cell {check}")
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: f"{m.assignment}-{m.what}")
 def test_self_check_rejects_the_mistake_and_names_it(repo, mistake):
     cells = code_cells(repo, mistake.assignment)
     with pytest.raises(AssertionError) as failure:
-        run_until_self_check(cells, mistake.task, mistake.source)
+        run_until_self_check(cells, mistake.task, mistake.source, mistake.self_check)
     assert mistake.hint in str(failure.value)
 
 

@@ -189,7 +189,7 @@ def test_stubs_handed_in_as_given_are_not_paired(tmp_path):
         notebook = planted(blank(EX2), lambda s: s.replace("# YOUR CODE HERE\n", ""))
         return notebook
     report = similarity.similarity_report(EX2, [write_class(tmp_path, {"ada": stubs_only(), "ben": stubs_only()})], [])
-    assert "raise NotImplementedError()" in report.students[0].code
+    assert 'raise NotImplementedError("not written yet: replace this line with your code")' in report.students[0].code
     assert report.code == []
 
 
