@@ -402,6 +402,16 @@ def test_only_the_first_failed_tests_hint_is_shown():
     assert "hint of second" in text and "hint of first" not in text and "hint of third" not in text
 
 
+def test_the_hint_says_one_mistake_may_fail_several_checks_when_several_failed():
+    text = rendered(outcome("first"), outcome("second"))
+    assert "hint of first (this one mistake may fail several checks" in text
+
+
+def test_the_hint_of_a_single_failed_check_does_not_speak_of_several():
+    text = rendered(outcome("first", "passed", ""), outcome("second"))
+    assert "hint of second" in text and "several checks" not in text
+
+
 def test_no_hint_is_shown_once_a_message_names_the_mistake():
     text = rendered(outcome("first"), outcome("second", message="is off by up to 1: it swaps them", diagnosed=True))
     assert "What to check:" not in text and "it swaps them" in text
