@@ -7,23 +7,21 @@ named once by ``learner_copy`` in the English edition's ``_config.yml``, which t
 reads too. The copy keeps every notebook at its path in the repository, so only the repository part
 of each launch address changes. An address in an unexpected form is a warning, which fails the
 strict build, rather than a button that opens the wrong repository.
+
+The chapters' own Colab, Binder and fetch links are written out in the pages; one that names
+another repository than the copy is a warning too, which says to run ``--relink``.
 """
 
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-import yaml
 from sphinx.util import logging
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's top folder, for tools/
+from tools.learner_copy import RELINK, copy_repository, links_elsewhere  # noqa: E402
+
 logger = logging.getLogger(__name__)
-
-CONFIG = Path(__file__).resolve().parent.parent / "_config.yml"
-
-
-def learner_copy(config: Path = CONFIG) -> tuple[str, str]:
-    """``(owner/name, branch)`` of the learner's copy on GitHub, from ``learner_copy`` in _config.yml."""
-    setting = yaml.safe_load(config.read_text(encoding="utf-8"))["learner_copy"]
-    return urlparse(setting["url"]).path.strip("/"), setting.get("branch", "main")
 
 
 def repository_parts(url: str, branch: str, copy: tuple[str, str]) -> list[tuple[str, str]]:
@@ -41,8 +39,9 @@ def point_to_learner_copy(app, pagename, templatename, context, doctree):
     if not groups:
         return
     options = app.config.html_theme_options
+    # the theme's own default branch when none is configured
     parts = repository_parts(options["repository_url"], options.get("repository_branch") or "master",
-                             learner_copy())
+                             copy_repository())
     for button in groups[0]["buttons"]:
         if button.get("type") != "link":
             continue
@@ -54,7 +53,14 @@ def point_to_learner_copy(app, pagename, templatename, context, doctree):
                            "not the learner's copy (_ext/learner_launch.py knows Binder and Colab only)")
 
 
+def check_links(app, docname, source):
+    for link in links_elsewhere(source[0]):
+        logger.warning(f"{link}... is not the learner's copy (learner_copy in _config.yml): run {RELINK}",
+                       location=docname)
+
+
 def setup(app):
+    app.connect("source-read", check_links)
     # The theme adds its launch buttons at priority 501; rewrite them once they are there.
     app.connect("html-page-context", point_to_learner_copy, priority=502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -190,10 +190,10 @@ def test_a_folder_inside_the_repository_is_refused():
 
 def test_the_command_says_what_it_wrote_and_how_to_publish_it(tmp_path):
     proc = run_tool(tmp_path / "copy")
-    url = yaml.safe_load((REPO / "_config.yml").read_text())["learner_copy"]["url"]
+    url, branch = tool.learner_copy_setting()
     assert proc.returncode == 0, proc.stderr
     assert "18 chapter notebooks (9 English, 9 Chinese)" in proc.stdout and "6 exercise releases" in proc.stdout
-    assert f"git remote add origin {url}.git" in proc.stdout and "git push -u origin main" in proc.stdout
+    assert f"git remote add origin {url}.git" in proc.stdout and f"git push -u origin {branch}" in proc.stdout
 
 
 # ---- the copy runs on its own ---------------------------------------------------------------------
@@ -267,6 +267,27 @@ def test_every_colab_binder_and_fetch_url_of_the_chapters_opens_a_file_of_the_co
     assert elsewhere == []
     missing = [url for _, url in urls if not (copy / path_in_copy(url, *copy_repo)).is_file()]
     assert missing == []
+
+
+COURSE_LINKS = """\
+if not pathlib.Path("addnorm_helpers.py").exists():
+    urllib.request.urlretrieve(
+        "https://raw.githubusercontent.com/add-and-norm/add-and-norm/main/chapters/addnorm_helpers.py",
+- or open it in [Colab](https://colab.research.google.com/github/add-and-norm/add-and-norm/blob/main/exercises/ex1_residual/ex1_residual.ipynb)
+  or on [Binder](https://mybinder.org/v2/gh/add-and-norm/add-and-norm/main?urlpath=lab/tree/exercises/ex1_residual/ex1_residual.ipynb).
+"""
+
+
+def test_a_chapter_link_to_another_repository_is_reported():
+    """_ext/learner_launch.py turns each into a warning, which fails the strict build."""
+    assert len(tool.links_elsewhere(COURSE_LINKS)) == 3
+    assert tool.links_elsewhere(tool.relinked(COURSE_LINKS)) == []
+
+
+def test_relink_points_every_chapter_link_at_the_configured_copy(copy_repo):
+    relinked = tool.relinked(COURSE_LINKS)
+    assert [path_in_copy(url, *copy_repo) for url in LAUNCH_URL.findall(relinked)] == [
+        "chapters/addnorm_helpers.py", "exercises/ex1_residual/ex1_residual.ipynb", "exercises/ex1_residual/ex1_residual.ipynb"]
 
 
 def test_the_launch_buttons_open_the_same_notebook_in_the_copy(copy, copy_repo):

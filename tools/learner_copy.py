@@ -11,15 +11,23 @@ the repository it lives in:
 - a learner's README, ``LICENSE``, and what Binder installs: ``runtime.txt`` and a
   ``requirements.txt`` with only what the notebooks run on, each pin as in the course's own file.
 
-Where the copy is published is ``learner_copy`` in ``_config.yml``; the book's buttons and links read
-the same value. The command refuses a folder that is not empty or that lies inside this repository
-(exit 2), prints what it wrote and the git commands that publish it.
+Where the copy is published is ``learner_copy`` in ``_config.yml``. The book's launch buttons read
+it as they are built (``_ext/learner_launch.py``). The chapters' own links (their exercise's Colab
+and Binder links, the Colab fetch of the helpers) are written out in the pages, so that a notebook
+opened anywhere has them: after changing the setting, ``--relink`` rewrites them in both editions
+(then the twins), and until then the strict build fails on every link to another repository.
 
-    python -m tools.learner_copy DEST
+The command refuses a folder that is not empty or that lies inside this repository (exit 2), and
+prints what it wrote and the git commands that publish it.
+
+    python -m tools.learner_copy DEST       # write the learner's copy into DEST
+    python -m tools.learner_copy --relink   # point the chapters' links at learner_copy of _config.yml
 """
 
 import argparse
 import importlib.metadata
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +50,19 @@ RUNS_ON = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "jupyterla
 TORCH_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
+# The repository part of each link a chapter gives a learner, and how to write it for the copy.
+LINKS = {
+    "Colab": (re.compile(r"https://colab\.research\.google\.com/github/(?P<repo>[\w.-]+/[\w.-]+)/blob/(?P<branch>[\w.-]+)/"),
+              "https://colab.research.google.com/github/{repo}/blob/{branch}/"),
+    "Binder": (re.compile(r"https://mybinder\.org/v2/gh/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)\?"),
+               "https://mybinder.org/v2/gh/{repo}/{branch}?"),
+    "the helpers' fetch": (
+        re.compile(r"https://raw\.githubusercontent\.com/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)/(?=chapters/)"),
+        "https://raw.githubusercontent.com/{repo}/{branch}/"),
+}
+RELINK = "python -m tools.learner_copy --relink"
+
+
 class Refused(Exception):
     """The copy cannot be written there; the message says why."""
 
@@ -59,6 +80,50 @@ def learner_copy_setting(root: Path = ROOT) -> tuple[str, str]:
     """``(url, branch)`` of the learner's copy, from ``learner_copy`` in ``_config.yml``."""
     setting = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))["learner_copy"]
     return setting["url"].rstrip("/"), setting.get("branch", "main")
+
+
+def copy_repository(root: Path = ROOT) -> tuple[str, str]:
+    """``(owner/name, branch)`` of the learner's copy on GitHub."""
+    url, branch = learner_copy_setting(root)
+    return urlparse(url).path.strip("/"), branch
+
+
+def links_elsewhere(text: str, root: Path = ROOT) -> list[str]:
+    """Each Colab, Binder or fetch address of ``text`` that is not in the learner's copy, as far as its repository."""
+    repo, branch = copy_repository(root)
+    return [match[0] for pattern, _ in LINKS.values() for match in pattern.finditer(text)
+            if (match["repo"], match["branch"]) != (repo, branch)]
+
+
+def relinked(text: str, root: Path = ROOT) -> str:
+    repo, branch = copy_repository(root)
+    for pattern, form in LINKS.values():
+        text = pattern.sub(form.format(repo=repo, branch=branch), text)
+    return text
+
+
+def relink(root: Path = ROOT) -> list[Path]:
+    """Point every chapter's links at the learner's copy, in both editions; write the changed chapters' twins.
+
+    Both editions change alike, so a page whose Chinese prose was current stays current (it is stamped).
+    """
+    from tools import editions, sync_notebooks
+
+    changed = []
+    for page in [*sorted(root.glob("chapters/*.md")), *sorted(root.glob("zh/chapters/*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        if relinked(text, root) != text:
+            changed.append(page)
+    english = [page.relative_to(root) for page in changed if page.relative_to(root).parts[0] != "zh"]
+    recorded = json.loads((root / "zh" / "sources.json").read_text(encoding="utf-8"))
+    current = [page for page in english if not editions.differences(page, recorded, root)]
+    for page in changed:
+        page.write_text(relinked(page.read_text(encoding="utf-8"), root), encoding="utf-8")
+    if current:
+        editions.stamp([str(page) for page in current], root)
+    for page in changed:
+        sync_notebooks.write_twin(page)
+    return changed
 
 
 def contents(root: Path = ROOT) -> Copy:
@@ -191,8 +256,17 @@ def source_commit(root: Path = ROOT) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.learner_copy", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dest", type=Path, help="a new or empty folder outside this repository")
+    parser.add_argument("dest", type=Path, nargs="?", help="a new or empty folder outside this repository")
+    parser.add_argument("--relink", action="store_true",
+                        help="point the chapters' Colab, Binder and fetch links at learner_copy of _config.yml")
     args = parser.parse_args(argv)
+    if args.relink == (args.dest is not None):
+        parser.error("give either DEST or --relink")
+    if args.relink:
+        changed = relink()
+        print(f"pointed the links of {len(changed)} pages at the learner's copy, and wrote their twins"
+              + ("" if not changed else ": their code changed, so the next book build runs them again"))
+        return 0
     try:
         copy = write(args.dest)
     except Refused as refused:
