@@ -51,15 +51,15 @@ TORCH_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
 # The repository part of each link a chapter gives a learner, and how to write it for the copy.
-LINKS = {
-    "Colab": (re.compile(r"https://colab\.research\.google\.com/github/(?P<repo>[\w.-]+/[\w.-]+)/blob/(?P<branch>[\w.-]+)/"),
-              "https://colab.research.google.com/github/{repo}/blob/{branch}/"),
-    "Binder": (re.compile(r"https://mybinder\.org/v2/gh/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)\?"),
-               "https://mybinder.org/v2/gh/{repo}/{branch}?"),
-    "the helpers' fetch": (
-        re.compile(r"https://raw\.githubusercontent\.com/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)/(?=chapters/)"),
-        "https://raw.githubusercontent.com/{repo}/{branch}/"),
-}
+REPO_AND_BRANCH = r"(?P<repo>[\w.-]+/[\w.-]+)/(?:blob/)?(?P<branch>[\w.-]+)"
+LINKS = [
+    (re.compile(rf"https://colab\.research\.google\.com/github/{REPO_AND_BRANCH}/"),  # Colab
+     "https://colab.research.google.com/github/{repo}/blob/{branch}/"),
+    (re.compile(rf"https://mybinder\.org/v2/gh/{REPO_AND_BRANCH}\?"),  # Binder
+     "https://mybinder.org/v2/gh/{repo}/{branch}?"),
+    (re.compile(rf"https://raw\.githubusercontent\.com/{REPO_AND_BRANCH}/(?=chapters/{HELPERS})"),  # the fetch
+     "https://raw.githubusercontent.com/{repo}/{branch}/"),
+]
 RELINK = "python -m tools.learner_copy --relink"
 
 
@@ -91,13 +91,13 @@ def copy_repository(root: Path = ROOT) -> tuple[str, str]:
 def links_elsewhere(text: str, root: Path = ROOT) -> list[str]:
     """Each Colab, Binder or fetch address of ``text`` that is not in the learner's copy, as far as its repository."""
     repo, branch = copy_repository(root)
-    return [match[0] for pattern, _ in LINKS.values() for match in pattern.finditer(text)
+    return [match[0] for pattern, _ in LINKS for match in pattern.finditer(text)
             if (match["repo"], match["branch"]) != (repo, branch)]
 
 
 def relinked(text: str, root: Path = ROOT) -> str:
     repo, branch = copy_repository(root)
-    for pattern, form in LINKS.values():
+    for pattern, form in LINKS:
         text = pattern.sub(form.format(repo=repo, branch=branch), text)
     return text
 
