@@ -25,6 +25,7 @@ from tools import learner_copy as tool
 REPO = Path(__file__).resolve().parent.parent
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+HIDDEN_BLOCK = re.compile(r"^\s*### BEGIN HIDDEN TESTS\s*$", re.M)  # a block, not the guide's words about it
 LAUNCH_URL = re.compile(
     r"https://(?:colab\.research\.google\.com|mybinder\.org|raw\.githubusercontent\.com)/[^\s)\"'\\>]+")
 
@@ -63,8 +64,8 @@ def hidden_suite_lines() -> set[str]:
     return secret(suites + [block for source in sources for block in HIDDEN.findall(source)])
 
 
-def lines_of(path: Path) -> set[str]:
-    """The lines a reader of ``path`` sees: a notebook's cells and outputs, a page's text, any other file's text."""
+def text_of(path: Path) -> str:
+    """What a reader of ``path`` sees: a notebook's cells and outputs, a page's text, any other file's text."""
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".ipynb":
         cells = json.loads(text)["cells"]
@@ -72,7 +73,11 @@ def lines_of(path: Path) -> set[str]:
         text += "\n".join("".join(output.get("text", "")) for cell in cells for output in cell.get("outputs", []))
     elif path.suffix == ".html":
         text = BeautifulSoup(text, "html.parser").get_text()
-    return {code_of(line) for line in text.splitlines()}
+    return text
+
+
+def lines_of(path: Path) -> set[str]:
+    return {code_of(line) for line in text_of(path).splitlines()}
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -129,6 +134,7 @@ def test_the_reader_finds_the_reference_solutions_in_the_solution_notebooks(solu
     assert set(leaks(REPO / "solutions", solution_lines, {".ipynb"})) == {
         f"{p.parent.name}/{p.name}" for p in REPO.glob("solutions/*/*.ipynb")}
     assert leaks(REPO / "autograder" / "suites", hidden_suite_lines)
+    assert any(HIDDEN_BLOCK.search(text_of(notebook)) for notebook in REPO.glob("solutions/*/*.ipynb"))
 
 
 def test_no_file_of_the_copy_holds_a_line_of_a_reference_solution(copy, solution_lines):
@@ -136,7 +142,7 @@ def test_no_file_of_the_copy_holds_a_line_of_a_reference_solution(copy, solution
 
 
 def test_no_file_of_the_copy_holds_a_hidden_test(copy, hidden_suite_lines):
-    assert [p for p in files_under(copy) if "BEGIN HIDDEN TESTS" in p.read_text(errors="replace")] == []
+    assert [p for p in files_under(copy) if HIDDEN_BLOCK.search(text_of(p))] == []
     assert leaks(copy, hidden_suite_lines) == {}
 
 
@@ -329,4 +335,4 @@ def test_the_built_site_holds_no_solution_line_and_no_hidden_test(book, solution
     readable = {".html", ".ipynb", ".md", ".txt", ".py", ".js", ".json"}
     assert leaks(book.html, solution_lines | hidden_suite_lines, readable) == {}
     assert [p for p in files_under(book.html) if p.suffix in readable
-            and "BEGIN HIDDEN TESTS" in p.read_text(errors="replace")] == []
+            and HIDDEN_BLOCK.search(text_of(p))] == []
