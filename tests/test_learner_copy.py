@@ -7,6 +7,7 @@ sources say outside those blocks (the instructions name the submodules), and sho
 (``return out``, ``super().__init__()``, imports). What remains is what must never reach a learner.
 """
 
+import html
 import json
 import re
 import subprocess
@@ -16,7 +17,6 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from bs4 import BeautifulSoup
 from nbclient import NotebookClient
 from packaging.utils import canonicalize_name
 
@@ -25,6 +25,7 @@ from tools import learner_copy as tool
 REPO = Path(__file__).resolve().parent.parent
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+TAG = re.compile(r"<[^>]*>")
 HIDDEN_BLOCK = re.compile(r"^\s*### BEGIN HIDDEN TESTS\s*$", re.M)  # a block, not the guide's words about it
 LAUNCH_URL = re.compile(
     r"https://(?:colab\.research\.google\.com|mybinder\.org|raw\.githubusercontent\.com)/[^\s)\"'\\>]+")
@@ -71,8 +72,8 @@ def text_of(path: Path) -> str:
         cells = json.loads(text)["cells"]
         text = "\n".join("".join(cell["source"]) for cell in cells)
         text += "\n".join("".join(output.get("text", "")) for cell in cells for output in cell.get("outputs", []))
-    elif path.suffix == ".html":
-        text = BeautifulSoup(text, "html.parser").get_text()
+    elif path.suffix == ".html":  # the page's text: tags dropped, entities read (code keeps its lines)
+        text = html.unescape(TAG.sub("", text))
     return text
 
 
@@ -135,6 +136,13 @@ def test_the_reader_finds_the_reference_solutions_in_the_solution_notebooks(solu
         f"{p.parent.name}/{p.name}" for p in REPO.glob("solutions/*/*.ipynb")}
     assert leaks(REPO / "autograder" / "suites", hidden_suite_lines)
     assert any(HIDDEN_BLOCK.search(text_of(notebook)) for notebook in REPO.glob("solutions/*/*.ipynb"))
+
+
+def test_the_reader_finds_a_solution_line_in_a_highlighted_page(tmp_path, solution_lines):
+    line = sorted(solution_lines)[0]
+    spans = "".join(f'<span class="n">{html.escape(char)}</span>' for char in line)
+    (tmp_path / "page.html").write_text(f'<div class="highlight"><pre>{spans}\n</pre></div>')
+    assert leaks(tmp_path, solution_lines) == {"page.html": {line}}
 
 
 def test_no_file_of_the_copy_holds_a_line_of_a_reference_solution(copy, solution_lines):
