@@ -299,6 +299,16 @@ def test_a_chapter_link_to_another_repository_is_reported():
     assert tool.links_elsewhere(tool.relinked(COURSE_LINKS)) == []
 
 
+def test_the_build_warns_of_a_chapter_link_to_another_repository(monkeypatch):
+    import learner_launch  # _ext/ is on pytest's pythonpath
+
+    warnings = []
+    monkeypatch.setattr(learner_launch.logger, "warning", lambda message, **kw: warnings.append(message))
+    learner_launch.check_links(None, "chapters/01_residual_connections", [COURSE_LINKS])
+    learner_launch.check_links(None, "chapters/01_residual_connections", [tool.relinked(COURSE_LINKS)])
+    assert len(warnings) == 3 and all(tool.RELINK in warning for warning in warnings)
+
+
 def test_relink_points_every_chapter_link_at_the_configured_copy(copy_repo):
     relinked = tool.relinked(COURSE_LINKS)
     release = "exercises/ex1_residual/ex1_residual.ipynb"
