@@ -131,6 +131,14 @@ def repository() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
+def learner_copy() -> dict[str, str]:
+    """The learner's copy _config.yml names (``learner_copy``), where launch buttons and links point: org, name, branch."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text())["learner_copy"]
+    org, name = urlparse(config["url"]).path.strip("/").split("/")
+    return {"org": org, "name": name, "branch": config["branch"]}
+
+
+@pytest.fixture(scope="session")
 def editions(tmp_path_factory, request) -> tuple[BookBuild, BookBuild]:
     """Both editions, built strictly from a clean state (fresh output folder and cache), English first.
 

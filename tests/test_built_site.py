@@ -48,16 +48,16 @@ def test_every_chapter_has_a_launch_button(chapter_pages, service):
     assert lacking == []
 
 
-def test_launch_links_open_a_notebook_that_exists_in_the_repo(chapter_pages, repository, repo):
+def test_launch_links_open_a_notebook_that_exists_in_the_repo(chapter_pages, learner_copy, repo):
     targets = {
-        repo_path_of_launch_link(h, repository)
+        repo_path_of_launch_link(h, learner_copy)
         for page in chapter_pages.values()
         for h in hrefs(page)
         if "colab.research" in h or "mybinder.org" in h
     }
     assert targets, "no launch links found"
     for target in targets:
-        assert target is not None, "a launch link points to another repository"
+        assert target is not None, "a launch link points to another repository than the learner's copy"
         assert target.endswith(".ipynb"), f"{target}: Colab cannot open a Markdown file"
         assert (repo / target).is_file(), f"{target} is not in the repository"
 
@@ -105,9 +105,9 @@ def test_each_chapter_offers_its_exercise_release_for_download(chapters_with_exe
 
 
 @pytest.mark.parametrize("service", ["colab.research.google.com", "mybinder.org"])
-def test_each_chapter_launches_its_exercise_release(chapters_with_exercises, repository, service):
+def test_each_chapter_launches_its_exercise_release(chapters_with_exercises, learner_copy, service):
     for chapter, (page, release) in chapters_with_exercises.items():
-        targets = [repo_path_of_launch_link(h, repository) for h in hrefs(page) if service in h]
+        targets = [repo_path_of_launch_link(h, learner_copy) for h in hrefs(page) if service in h]
         assert release in targets, f"{chapter} has no {service} link to {release}"
 
 

@@ -189,12 +189,12 @@ def test_the_glossary_page_lists_every_term_of_the_glossary(site):
 
 
 @pytest.mark.parametrize("service", ["colab.research.google.com", "mybinder.org"])
-def test_chinese_chapters_launch_their_own_notebook_twin(pairs, repository, service):
+def test_chinese_chapters_launch_their_own_notebook_twin(pairs, learner_copy, service):
     """Colab and Binder open the Chinese notebook, generated from the Chinese page, not the English one."""
     for page, (_, chinese) in pairs.items():
         if page.parts[0] != "chapters":
             continue
-        targets = {repo_path_of_launch_link(a["href"], repository) for a in chinese.find_all("a", href=True)
+        targets = {repo_path_of_launch_link(a["href"], learner_copy) for a in chinese.find_all("a", href=True)
                    if service in a["href"]}
         chapters = {target for target in targets if not target.startswith("exercises/")}  # the exercise's own link
         assert chapters == {f"zh/{page.with_suffix('.ipynb')}"}

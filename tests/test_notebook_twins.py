@@ -163,8 +163,8 @@ def test_first_markdown_cell_says_the_numbers_come_from_the_build(source):
 
 
 @pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=name_of)
-def test_colab_fetches_the_helpers_from_the_configured_repository(source, repository):
-    org, name, branch = repository["org"], repository["name"], repository["branch"]
+def test_colab_fetches_the_helpers_from_the_learner_copy(source, learner_copy):
+    org, name, branch = learner_copy["org"], learner_copy["name"], learner_copy["branch"]
     expected = f"https://raw.githubusercontent.com/{org}/{name}/{branch}/chapters/addnorm_helpers.py"
     assert expected in sync_notebooks.twin_of(source).read_text()
 

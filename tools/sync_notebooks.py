@@ -18,7 +18,8 @@ so its Markdown cells are rewritten into plain Markdown:
   caption, which says that the code cell above draws it;
 - admonitions become block quotes; ``{numref}``, ``{ref}`` and ``{doc}`` become their text (a
   link when ``_config.yml`` sets ``html.baseurl``); ``(label)=`` lines go; ``{download}`` becomes
-  a link to the file in the GitHub repository of ``_config.yml``; ``{literalinclude}`` becomes
+  a link to the file in the learner's copy of ``_config.yml`` (``learner_copy``; the twin is read
+  there), or in its ``repository`` when it names no copy; ``{literalinclude}`` becomes
   the included code; links to other chapters' ``.md`` files point to their twins.
 
 Markup it does not know stops it with an error that names the chapter, rather than a twin that
@@ -380,6 +381,7 @@ class Book:
     environment: dict
     repository: dict | None  # {"url", "branch"} from _config.yml
     baseurl: str | None
+    learner_copy: dict | None = None  # {"url", "branch"}: where learners get the twins (tools/learner_copy.py)
     targets: dict[str, Target] = field(default_factory=dict)
     quizzes: int = 0  # quizzes converted so far: the book numbers them through the page
 
@@ -394,6 +396,8 @@ class Book:
         book = cls(root, edition, measured.get("chapters", {}).get(source.stem), measured.get("environment", {}),
                    repository if repository and repository.get("url") else None,
                    baseurl.rstrip("/") if baseurl else None)
+        copy = (config or {}).get("learner_copy")
+        book.learner_copy = copy if copy and copy.get("url") else None
         book.targets = _targets(root / "zh" if edition == "zh" else root, source)
         return book
 
@@ -404,23 +408,26 @@ class Book:
         prefix = "zh/" if self.edition == "zh" else ""
         return f"{self.baseurl}/{prefix}{page}.html" + (f"#{anchor}" if anchor else "")
 
-    def raw_url(self, path: Path) -> str | None:
-        """The address GitHub serves the file ``path`` from, when _config.yml names a repository.
+    def download_url(self, path: Path) -> str | None:
+        """The address GitHub serves ``path`` from in the learner's copy, which holds the twins
+        (in the course's repository when _config.yml names no copy).
 
         Symbolic links are followed first (``zh/exercises`` is one): GitHub serves a link as its target's name.
         """
-        return self._github("https://raw.githubusercontent.com/{repo}/{branch}/{path}", path)
+        return self._github("https://raw.githubusercontent.com/{repo}/{branch}/{path}", path,
+                            self.learner_copy or self.repository)
 
     def blob_url(self, path: Path) -> str | None:
         """The page GitHub shows the file ``path`` on, when _config.yml names a repository."""
         return self._github("https://github.com/{repo}/blob/{branch}/{path}", path)
 
-    def _github(self, template: str, path: Path) -> str | None:
-        if not self.repository:
+    def _github(self, template: str, path: Path, repository: dict | None = None) -> str | None:
+        repository = repository or self.repository
+        if not repository:
             return None
         relative = path.resolve().relative_to(self.root.resolve()).as_posix()
-        repo = urlparse(self.repository["url"]).path.strip("/")
-        return template.format(repo=repo, branch=self.repository.get("branch", "main"), path=relative)
+        repo = urlparse(repository["url"]).path.strip("/")
+        return template.format(repo=repo, branch=repository.get("branch", "main"), path=relative)
 
 
 LABEL_LINE = re.compile(r"^\s*\((?P<label>[^()\s]+)\)=\s*$")
@@ -614,7 +621,7 @@ def convert_role(role: str, content: str, cell: Cell) -> str:
         path = cell.source.parent / label
         if not path.exists():
             raise cell.error(f"{{download}}`{content}`: there is no file {label}")
-        return _link(text or Path(label).name, book.raw_url(path) or label)
+        return _link(text or Path(label).name, book.download_url(path) or label)
     if role == "math":
         return f"${content}$"
     raise cell.error(f"the role {{{role}}} has no plain-Markdown form yet: teach tools/sync_notebooks.py to write it")
