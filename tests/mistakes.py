@@ -335,7 +335,8 @@ MISTAKES += [
 # --- issue 25: ex1_residual, ex2_layernorm, ex3_batchnorm ---
 # A task not written yet, a function that changes its input, a statistic that lost its dimension, one missing
 # backward term, and a task-1 mistake seen from task 2's self-check ("fix task 1 first"). Blank tasks are the
-# release's own cells; the hidden feedback says "not implemented yet" for them.
+# release's own cells; the hidden feedback says "not implemented yet" for them. It does not name a missing keepdim
+# or reshape today: it quotes PyTorch's error, whose words on the suite's first input are those entries' phrase.
 EX1_ADDS_INTO_X = '''
 class ResidualBlock(nn.Module):
     def __init__(self, sublayer):
@@ -381,8 +382,8 @@ def changed(template: str, old: str, new: str) -> str:
 assert (MISTAKES[3].what, MISTAKES[9].what) == ("unbiased-variance", "running-var-biased")
 NOT_WRITTEN = "not implemented yet"
 MISTAKES += [
-    Mistake("ex1_residual", "ResidualBlock", "ResidualBlock-not-written-yet", release_cell("ex1_residual", "ResidualBlock"),
-            "task 1 is not written yet", NOT_WRITTEN),
+    Mistake("ex1_residual", "ResidualBlock", "ResidualBlock-not-written-yet",
+            release_cell("ex1_residual", "ResidualBlock"), "task 1 is not written yet", NOT_WRITTEN),
     Mistake("ex1_residual", "ResidualBlock", "block-adds-into-x-in-place", EX1_ADDS_INTO_X,
             "ResidualBlock changed x in place", "changed x in place"),
     Mistake("ex1_residual", "ResidualBlock", "ResidualBlock-not-written-yet-seen-from-make_mlp",
@@ -403,7 +404,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
     mean = x.mean(-1)
     var = ((x - mean) ** 2).mean(-1)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-''', "take it with keepdim=True", "must match the size of tensor"),
+''', "take it with keepdim=True", "The size of tensor a (2) must match the size of tensor b (6)"),
     Mistake("ex2_layernorm", "layer_norm", "layer_norm-not-written-yet-seen-from-LayerNorm",
             release_cell("ex2_layernorm", "layer_norm"), "fix task 1 first: task 1 is not written yet", NOT_WRITTEN,
             check="LayerNorm"),
@@ -430,14 +431,16 @@ class LayerNorm(nn.Module):
             changed(EX2_FORWARD, "x_hat = (x - mean) * inv_std", "x_hat = x.sub_(mean).mul_(inv_std)") + EX2_BACKWARD,
             "layer_norm_forward changed x in place", "changed x in place"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-mean-term",
-            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))"),
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
+                                  "dx = inv_std * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))"),
             "dx misses the term from the mean", "misses the term from the mean"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-variance-term",
             EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - g.mean(-1, keepdim=True))"),
             "dx misses the term from the variance", "misses the term from the variance"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-row-mean-without-keepdim",
-            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - g.mean(-1) - x_hat * (g * x_hat).mean(-1))"),
-            "take it with keepdim=True", "must match the size of tensor"),
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
+                                  "dx = inv_std * (g - g.mean(-1) - x_hat * (g * x_hat).mean(-1))"),
+            "take it with keepdim=True", "The size of tensor a (9) must match the size of tensor b (3)"),
     Mistake("ex3_batchnorm", "batch_norm", "batch_norm-not-written-yet", release_cell("ex3_batchnorm", "batch_norm"),
             "task 1 is not written yet", NOT_WRITTEN),
     Mistake("ex3_batchnorm", "batch_norm", "statistics-not-reshaped-for-3d-input", '''
@@ -451,7 +454,8 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.
     else:
         mean, var = running_mean, running_var
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-''', "reshape it to (1, C, 1)", "must match the size of tensor"),
+''', "reshape it to (1, C, 1)",
+        feedback=("The size of tensor a (7) must match the size of tensor b (2)", "over N and L for (N, C, L) inputs")),
     Mistake("ex3_batchnorm", "batch_norm", "batch_norm-not-written-yet-seen-from-BatchNorm1d",
             release_cell("ex3_batchnorm", "batch_norm"), "fix task 1 first: task 1 is not written yet", NOT_WRITTEN,
             check="BatchNorm1d"),
