@@ -331,3 +331,139 @@ MISTAKES += [
         "torch.tanh(self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
         "keepdim=True) + 1e-5))", "you normalize x before the tanh", feedback="it normalizes x before the tanh"),
 ]
+
+# --- issue 25: ex1_residual, ex2_layernorm, ex3_batchnorm ---
+# A task not written yet, a function that changes its input, a statistic that lost its dimension, one missing
+# backward term, and a task-1 mistake seen from task 2's self-check ("fix task 1 first"). Blank tasks are the
+# release's own cells; the hidden feedback says "not implemented yet" for them. It does not name a missing keepdim
+# or reshape today: it quotes PyTorch's error, whose words on the suite's first input are those entries' phrase.
+EX1_ADDS_INTO_X = '''
+class ResidualBlock(nn.Module):
+    def __init__(self, sublayer):
+        super().__init__()
+        self.sublayer = sublayer
+
+    def forward(self, x):
+        x += self.sublayer(x)
+        return x
+'''
+EX2_CENTRES_X_IN_PLACE = '''
+def layer_norm(x, weight, bias, eps=1e-5):
+    x -= x.mean(-1, keepdim=True)
+    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * weight + bias
+'''
+EX2_UNBIASED = MISTAKES[3].source  # ex2_layernorm's unbiased-variance
+EX2_FORWARD = '''
+def layer_norm_forward(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    inv_std = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps)
+    x_hat = (x - mean) * inv_std
+    return x_hat * weight + bias, (x_hat, inv_std, weight)
+'''
+EX2_BACKWARD = '''
+
+def layer_norm_backward(dout, cache):
+    x_hat, inv_std, weight = cache
+    d = x_hat.shape[-1]
+    g = dout * weight
+    dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    return dx, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
+'''
+EX2_DX = "dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))"
+EX3_RUNNING_VAR_BIASED = MISTAKES[9].source  # ex3_batchnorm's running-var-biased
+
+
+def changed(template: str, old: str, new: str) -> str:
+    """``template`` with ``old`` (which occurs once) replaced by ``new``."""
+    assert template.count(old) == 1, old
+    return template.replace(old, new)
+
+
+assert (MISTAKES[3].what, MISTAKES[9].what) == ("unbiased-variance", "running-var-biased")
+NOT_WRITTEN = "not implemented yet"
+MISTAKES += [
+    Mistake("ex1_residual", "ResidualBlock", "ResidualBlock-not-written-yet",
+            release_cell("ex1_residual", "ResidualBlock"), "task 1 is not written yet", NOT_WRITTEN),
+    Mistake("ex1_residual", "ResidualBlock", "block-adds-into-x-in-place", EX1_ADDS_INTO_X,
+            "ResidualBlock changed x in place", "changed x in place"),
+    Mistake("ex1_residual", "ResidualBlock", "ResidualBlock-not-written-yet-seen-from-make_mlp",
+            release_cell("ex1_residual", "ResidualBlock"), "fix task 1 first: task 1 is not written yet", NOT_WRITTEN,
+            check="make_mlp"),
+    Mistake("ex1_residual", "ResidualBlock", "block-adds-into-x-in-place-seen-from-make_mlp", EX1_ADDS_INTO_X,
+            "fix task 1 first: ResidualBlock changed x in place", "changed x in place", check="make_mlp"),
+    Mistake("ex1_residual", "make_mlp", "make_mlp-not-written-yet", release_cell("ex1_residual", "make_mlp"),
+            "task 2 is not written yet", NOT_WRITTEN),
+    Mistake("ex1_residual", "input_grad_norm", "input_grad_norm-not-written-yet",
+            release_cell("ex1_residual", "input_grad_norm"), "task 3 is not written yet", NOT_WRITTEN),
+    Mistake("ex2_layernorm", "layer_norm", "layer_norm-not-written-yet", release_cell("ex2_layernorm", "layer_norm"),
+            "task 1 is not written yet", NOT_WRITTEN),
+    Mistake("ex2_layernorm", "layer_norm", "centres-x-in-place", EX2_CENTRES_X_IN_PLACE,
+            "layer_norm changed its input x in place", "changed x in place"),
+    Mistake("ex2_layernorm", "layer_norm", "statistics-without-keepdim", '''
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1)
+    var = ((x - mean) ** 2).mean(-1)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+''', "take it with keepdim=True", "The size of tensor a (2) must match the size of tensor b (6)"),
+    Mistake("ex2_layernorm", "layer_norm", "layer_norm-not-written-yet-seen-from-LayerNorm",
+            release_cell("ex2_layernorm", "layer_norm"), "fix task 1 first: task 1 is not written yet", NOT_WRITTEN,
+            check="LayerNorm"),
+    Mistake("ex2_layernorm", "layer_norm", "centres-x-in-place-seen-from-LayerNorm", EX2_CENTRES_X_IN_PLACE,
+            "fix task 1 first: layer_norm changed its input x in place", "changed x in place", check="LayerNorm"),
+    Mistake("ex2_layernorm", "layer_norm", "unbiased-variance-seen-from-LayerNorm", EX2_UNBIASED,
+            "fix task 1 first: your variance looks unbiased", "divide by D, not D - 1", check="LayerNorm"),
+    Mistake("ex2_layernorm", "LayerNorm", "LayerNorm-not-written-yet", release_cell("ex2_layernorm", "LayerNorm"),
+            "task 2 is not written yet", NOT_WRITTEN),
+    Mistake("ex2_layernorm", "LayerNorm", "stores-eps-but-does-not-pass-it-on", '''
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias)
+''', "your module does not pass self.eps on to layer_norm", "does not pass self.eps on"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-backward-not-written-yet",
+            release_cell("ex2_layernorm", "layer_norm_forward_backward"), "task 3 is not written yet", NOT_WRITTEN),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-centres-x-in-place",
+            changed(EX2_FORWARD, "x_hat = (x - mean) * inv_std", "x_hat = x.sub_(mean).mul_(inv_std)") + EX2_BACKWARD,
+            "layer_norm_forward changed x in place", "changed x in place"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-variance-unbiased",
+            changed(EX2_FORWARD, "((x - mean) ** 2).mean(-1, keepdim=True)", "x.var(-1, keepdim=True)") + EX2_BACKWARD,
+            "the forward output differs from F.layer_norm: your variance looks unbiased", "divide by D, not D - 1"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-mean-term",
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
+                                  "dx = inv_std * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))"),
+            "dx misses the term from the mean", "misses the term from the mean"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-variance-term",
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - g.mean(-1, keepdim=True))"),
+            "dx misses the term from the variance", "misses the term from the variance"),
+    Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-row-mean-without-keepdim",
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
+                                  "dx = inv_std * (g - g.mean(-1) - x_hat * (g * x_hat).mean(-1))"),
+            "take it with keepdim=True", "The size of tensor a (9) must match the size of tensor b (3)"),
+    Mistake("ex3_batchnorm", "batch_norm", "batch_norm-not-written-yet", release_cell("ex3_batchnorm", "batch_norm"),
+            "task 1 is not written yet", NOT_WRITTEN),
+    Mistake("ex3_batchnorm", "batch_norm", "statistics-not-reshaped-for-3d-input", '''
+def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    if training:
+        mean, var = x.mean(dims), x.var(dims, unbiased=False)
+        with torch.no_grad():
+            running_mean.mul_(1 - momentum).add_(momentum * mean)
+            running_var.mul_(1 - momentum).add_(momentum * x.var(dims))
+    else:
+        mean, var = running_mean, running_var
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+''', "reshape it to (1, C, 1)",
+        feedback=("The size of tensor a (7) must match the size of tensor b (2)", "over N and L for (N, C, L) inputs")),
+    Mistake("ex3_batchnorm", "batch_norm", "batch_norm-not-written-yet-seen-from-BatchNorm1d",
+            release_cell("ex3_batchnorm", "batch_norm"), "fix task 1 first: task 1 is not written yet", NOT_WRITTEN,
+            check="BatchNorm1d"),
+    Mistake("ex3_batchnorm", "batch_norm", "running-var-biased-seen-from-BatchNorm1d", EX3_RUNNING_VAR_BIASED,
+            "fix task 1 first: running_var uses the biased variance", "uses the biased variance", check="BatchNorm1d"),
+    Mistake("ex3_batchnorm", "BatchNorm1d", "BatchNorm1d-not-written-yet", release_cell("ex3_batchnorm", "BatchNorm1d"),
+            "task 2 is not written yet", NOT_WRITTEN),
+]

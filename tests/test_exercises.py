@@ -236,8 +236,10 @@ def test_every_code_task_in_the_release_raises_not_implemented(repo, name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_release_fails_only_where_a_task_is_unimplemented(executed_releases, name):
-    names = {err.ename for cell in executed_releases[name].cells for err in errors_of(cell)}
-    assert names == {"NotImplementedError"}
+    # The stub's NotImplementedError, or a self-check that says in its own words that the task is not written yet.
+    errors = {(err.ename, "not written yet" in err.evalue) for cell in executed_releases[name].cells
+              for err in errors_of(cell)}
+    assert errors and errors <= {("NotImplementedError", True), ("AssertionError", True)}
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
