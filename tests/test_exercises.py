@@ -218,6 +218,19 @@ def test_release_contains_no_line_of_any_solution(repo, name):
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_graded_cell_runs_the_hidden_tests_of_its_own_task_and_nothing_else(repo, name):
+    notebook = nbformat.read(solution_path(repo, name), as_version=4)
+    graded = [cell for cell in notebook.cells if cell.cell_type == "code" and nbgrader_meta(cell).get("grade")
+              and not nbgrader_meta(cell).get("solution")]
+    assert graded
+    for cell in graded:
+        task = nbgrader_meta(cell)["grade_id"].removeprefix("check_")
+        code = [line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")]
+        assert code[-1] == f'grade_part("{name}", "{task}", globals())', nbgrader_meta(cell)["grade_id"]
+        assert len(code) == 5, nbgrader_meta(cell)["grade_id"]  # the import lines, the call, nothing of a self-check
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_release_carries_no_nbgrader_markers_or_outputs(repo, name):
     release = nbformat.read(release_path(repo, name), as_version=4)
     for cell in release.cells:
