@@ -331,3 +331,51 @@ MISTAKES += [
         "torch.tanh(self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
         "keepdim=True) + 1e-5))", "you normalize x before the tanh", feedback="it normalizes x before the tanh"),
 ]
+
+# --- issue 25: ex4_prepost, ex5_rmsnorm, ex6_beyond_norm ---
+
+
+def ex5_rms_norm(normalize: str) -> str:
+    """An rms_norm with the float32 upcast for half inputs, whose normalization line is ``normalize`` (on xc)."""
+    return f'''
+def rms_norm(x, weight, eps=1e-6):
+    xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return ({normalize}).to(x.dtype) * weight
+'''
+
+
+EX5 = "ex5_rmsnorm"
+MISTAKES += [
+    Mistake(EX5, "rms_norm", "rms-norm-not-written-yet", release_cell(EX5, "rms_norm"),
+            "task 1 is not written yet", feedback="not implemented yet"),
+    Mistake(EX5, "RMSNorm", "module-not-written-yet", release_cell(EX5, "RMSNorm"),
+            "task 2 is not written yet", feedback="not implemented yet"),
+    Mistake(EX5, "rms_norm", "mean-square-without-keepdim",
+            ex5_rms_norm("xc / torch.sqrt(xc.pow(2).mean(-1) + eps)"), "take it with keepdim=True",
+            feedback="must match the size of tensor b"),
+    Mistake(EX5, "rms_norm", "mean-square-over-dim-1", ex5_rms_norm(
+        "xc / torch.sqrt(xc.pow(2).mean(1, keepdim=True) + eps)"), "over dimension 1", feedback="over dimension 1"),
+    Mistake(EX5, "rms_norm", "bfloat16-computed-in-bfloat16", '''
+def rms_norm(x, weight, eps=1e-6):
+    if x.dtype == torch.float16:
+        return rms_norm(x.float(), weight.float(), eps).half()
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+''', "you compute in torch.bfloat16 itself", feedback="it computes in torch.bfloat16 itself"),
+    Mistake(EX5, "rms_norm", "half-divided-by-a-float32-rms", '''
+def rms_norm(x, weight, eps=1e-6):
+    xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    rms = torch.sqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
+    return x / rms.to(x.dtype) * weight
+''', "only the statistics are in float32", feedback="only the statistics are in float32"),
+    Mistake(EX5, "rms_norm", "float64-computed-in-float32-like-llama", '''
+def rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
+''', "keep float64 in float64", feedback="keep float64 in float64"),
+    Mistake(EX5, "rms_norm", "eps-outside-the-root-seen-from-the-module",
+            ex5_rms_norm("xc / (xc.pow(2).mean(-1, keepdim=True).sqrt() + eps)"),
+            "fix task 1 first: the eps argument is ignored, or is not inside the square root",
+            feedback="adds eps outside the square root", check="RMSNorm"),
+    Mistake(EX5, "rms_norm", "rms-norm-not-written-yet-seen-from-the-module", release_cell(EX5, "rms_norm"),
+            "fix task 1 first: task 1 is not written yet", feedback="not implemented yet", check="RMSNorm"),
+]
