@@ -379,3 +379,20 @@ def rms_norm(x, weight, eps=1e-6):
     Mistake(EX5, "rms_norm", "rms-norm-not-written-yet-seen-from-the-module", release_cell(EX5, "rms_norm"),
             "fix task 1 first: task 1 is not written yet", feedback="not implemented yet", check="RMSNorm"),
 ]
+
+EX6 = "ex6_beyond_norm"
+MISTAKES += [
+    Mistake(EX6, BN6, "batch-norm-not-written-yet", release_cell(EX6, BN6), "task 1 is not written yet",
+            feedback="not implemented yet"),
+    Mistake(EX6, "ReZeroBlock", "rezero-not-written-yet", release_cell(EX6, "ReZeroBlock"),
+            "task 2 is not written yet", feedback="not implemented yet"),
+    Mistake(EX6, "DyT", "dyt-not-written-yet", release_cell(EX6, "DyT"), "task 3 is not written yet",
+            feedback="not implemented yet"),
+    ex6(BN6, "dx-misses-the-direct-term", EX6_BN, DX, "dx = inv_std * (-g.mean(0) - x_hat * (g * x_hat).mean(0))",
+        "dx misses the direct term"),
+    ex6(BN6, "dx-has-only-the-direct-term", EX6_BN, DX, "dx = inv_std * g",
+        "misses both terms that come from the mean and the variance", feedback="misses both terms"),
+    ex6(BN6, "statistics-over-the-features-without-keepdim", EX6_BN,
+        "mean = x.mean(0)\n    var = x.var(0, unbiased=False)", "mean = x.mean(1)\n    var = x.var(1, unbiased=False)",
+        "keepdim=True", feedback="must match the size of tensor b"),
+]
