@@ -391,8 +391,42 @@ MISTAKES += [
     ex6(BN6, "dx-misses-the-direct-term", EX6_BN, DX, "dx = inv_std * (-g.mean(0) - x_hat * (g * x_hat).mean(0))",
         "dx misses the direct term"),
     ex6(BN6, "dx-has-only-the-direct-term", EX6_BN, DX, "dx = inv_std * g",
-        "misses both terms that come from the mean and the variance", feedback="misses both terms"),
+        "misses both terms that come from the mean and the variance",
+        feedback="misses both terms that come from the statistics"),
     ex6(BN6, "statistics-over-the-features-without-keepdim", EX6_BN,
         "mean = x.mean(0)\n    var = x.var(0, unbiased=False)", "mean = x.mean(1)\n    var = x.var(1, unbiased=False)",
         "keepdim=True", feedback="must match the size of tensor b"),
+]
+
+EX4 = "ex4_prepost"
+NO_FINAL_NORM = next(m for m in MISTAKES if m.assignment == EX4 and m.what == "no-final-norm")
+NORMALIZED_STREAM = next(m for m in MISTAKES if m.assignment == EX4 and m.what == "normalizes-the-residual-stream")
+NORM_BEFORE_ADD = next(m for m in MISTAKES if m.assignment == EX4 and m.what == "norm-before-the-add")
+MISTAKES += [
+    Mistake(EX4, task, f"{task}-not-written-yet", release_cell(EX4, task), f"task {number} is not written yet",
+            feedback="not implemented yet")
+    for number, task in enumerate(["PostNormBlock", "PreNormBlock", "make_stack", "ffn_grad_norms"], start=1)
+]
+MISTAKES += [
+    Mistake(EX4, "PostNormBlock", "post-norm-adds-the-attention-in-place", block_cell("PostNormBlock", '''
+    def forward(self, x, attn_mask=None):
+        x += self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
+        x = self.norm1(x)
+        return self.norm2(x + self.ffn(x))
+'''), "PostNormBlock changed x in place", feedback="changed x in place"),
+    Mistake(EX4, "PreNormBlock", "pre-norm-adds-the-attention-in-place", block_cell("PreNormBlock", '''
+    def forward(self, x, attn_mask=None):
+        h = self.norm1(x)
+        x += self.attn(h, h, h, attn_mask=attn_mask, need_weights=False)[0]
+        return x + self.ffn(self.norm2(x))
+'''), "PreNormBlock changed x in place", feedback="changed x in place"),
+    Mistake(EX4, "PostNormBlock", "norm-before-the-add-seen-from-the-stack", NORM_BEFORE_ADD.source,
+            "fix task 1 first: you normalize the sublayer's output and then add", feedback=NORM_BEFORE_ADD.hint,
+            check="make_stack"),
+    Mistake(EX4, "PreNormBlock", "normalized-stream-seen-from-the-stack", NORMALIZED_STREAM.source,
+            "fix task 2 first: the output has the spread of a normalized tensor", feedback=NORMALIZED_STREAM.hint,
+            check="make_stack"),
+    Mistake(EX4, "make_stack", "no-final-norm-seen-from-the-gradients", NO_FINAL_NORM.source,
+            "fix task 3 first: final_norm of a PreNormBlock stack", feedback=NO_FINAL_NORM.feedback,
+            check="ffn_grad_norms"),
 ]
