@@ -237,7 +237,7 @@ def rms_norm(x, weight, eps=1e-6):
     y = y / torch.sqrt(y.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
     return y if x.dtype == torch.float64 else y.to(x.dtype)
 ''', "a float64 input should give a float64 output",
-        feedback="has dtype torch.float32, expected torch.float64"),
+        feedback=("has dtype torch.float32, expected torch.float64", "keep float64 in float64")),
     Mistake("ex5_rmsnorm", "RMSNorm", "eps-not-passed-on", '''
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -333,34 +333,24 @@ MISTAKES += [
 ]
 
 # --- issue 25: ex4_prepost, ex5_rmsnorm, ex6_beyond_norm ---
+# Some entries reuse a wrong cell that the hidden suite's catalogue already grades (tests/catalogue), seen here by
+# the self-checks: tests.catalogue.catalogue() grades each wrong cell once.
 
-
-def ex5_rms_norm(normalize: str) -> str:
-    """An rms_norm with the float32 upcast for half inputs, whose normalization line is ``normalize`` (on xc)."""
-    return f'''
-def rms_norm(x, weight, eps=1e-6):
-    xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    return ({normalize}).to(x.dtype) * weight
-'''
-
+from tests.catalogue.ex5_rmsnorm import WRONG as EX5_WRONG, rms_norm_with  # noqa: E402 (needs Mistake above)
 
 EX5 = "ex5_rmsnorm"
+EX5_WRONG_SOURCE = {wrong.what: wrong.source for wrong in EX5_WRONG}
 MISTAKES += [
     Mistake(EX5, "rms_norm", "rms-norm-not-written-yet", release_cell(EX5, "rms_norm"),
             "task 1 is not written yet", feedback="not implemented yet"),
     Mistake(EX5, "RMSNorm", "module-not-written-yet", release_cell(EX5, "RMSNorm"),
             "task 2 is not written yet", feedback="not implemented yet"),
-    Mistake(EX5, "rms_norm", "mean-square-without-keepdim",
-            ex5_rms_norm("xc / torch.sqrt(xc.pow(2).mean(-1) + eps)"), "take it with keepdim=True",
-            feedback="must match the size of tensor b"),
-    Mistake(EX5, "rms_norm", "mean-square-over-dim-1", ex5_rms_norm(
-        "xc / torch.sqrt(xc.pow(2).mean(1, keepdim=True) + eps)"), "over dimension 1", feedback="over dimension 1"),
-    Mistake(EX5, "rms_norm", "bfloat16-computed-in-bfloat16", '''
-def rms_norm(x, weight, eps=1e-6):
-    if x.dtype == torch.float16:
-        return rms_norm(x.float(), weight.float(), eps).half()
-    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-''', "you compute in torch.bfloat16 itself", feedback="it computes in torch.bfloat16 itself"),
+    Mistake(EX5, "rms_norm", "mean-square-without-keepdim", rms_norm_with("xc / torch.sqrt(xc.pow(2).mean(-1) + eps)"),
+            "take it with keepdim=True", feedback="must match the size of tensor b"),
+    Mistake(EX5, "rms_norm", "mean-square-over-dim-1", EX5_WRONG_SOURCE["mean-square-over-dim-1-only-right-for-2-d"],
+            "over dimension 1", feedback="over dimension 1"),
+    Mistake(EX5, "rms_norm", "bfloat16-computed-in-bfloat16", EX5_WRONG_SOURCE["upcasts-float16-but-not-bfloat16"],
+            "you compute in torch.bfloat16 itself", feedback="it computes in torch.bfloat16 itself"),
     Mistake(EX5, "rms_norm", "half-divided-by-a-float32-rms", '''
 def rms_norm(x, weight, eps=1e-6):
     xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
@@ -372,8 +362,7 @@ def rms_norm(x, weight, eps=1e-6):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
 ''', "keep float64 in float64", feedback="keep float64 in float64"),
-    Mistake(EX5, "rms_norm", "eps-outside-the-root-seen-from-the-module",
-            ex5_rms_norm("xc / (xc.pow(2).mean(-1, keepdim=True).sqrt() + eps)"),
+    Mistake(EX5, "rms_norm", "eps-outside-the-root-seen-from-the-module", EX5_WRONG_SOURCE["eps-outside-the-root"],
             "fix task 1 first: the eps argument is ignored, or is not inside the square root",
             feedback="adds eps outside the square root", check="RMSNorm"),
     Mistake(EX5, "rms_norm", "rms-norm-not-written-yet-seen-from-the-module", release_cell(EX5, "rms_norm"),

@@ -48,7 +48,12 @@ def catalogue() -> list[Wrong]:
         except ModuleNotFoundError:
             continue
         entries += module.WRONG
-    return entries
+    # A self-check's catalogue entry may reuse a wrong cell of another (a task-1 bug seen from task 2's self-check):
+    # the hidden suite grades each wrong cell once.
+    unique = {}
+    for wrong in entries:
+        unique.setdefault((wrong.assignment, wrong.cell, wrong.source), wrong)
+    return list(unique.values())
 
 
 def variants() -> list[Right]:
