@@ -351,12 +351,9 @@ MISTAKES += [
             "over dimension 1", feedback="over dimension 1"),
     Mistake(EX5, "rms_norm", "bfloat16-computed-in-bfloat16", EX5_WRONG_SOURCE["upcasts-float16-but-not-bfloat16"],
             "you compute in torch.bfloat16 itself", feedback="it computes in torch.bfloat16 itself"),
-    Mistake(EX5, "rms_norm", "half-divided-by-a-float32-rms", '''
-def rms_norm(x, weight, eps=1e-6):
-    xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    rms = torch.sqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
-    return x / rms.to(x.dtype) * weight
-''', "only the statistics are in float32", feedback="only the statistics are in float32"),
+    Mistake(EX5, "rms_norm", "half-normalized-with-float32-statistics",
+            EX5_WRONG_SOURCE["statistics-in-float32-normalization-in-half"], "only the statistics are in float32",
+            feedback=("only the statistics are in float32", "keep float64 in float64")),
     Mistake(EX5, "rms_norm", "float64-computed-in-float32-like-llama", '''
 def rms_norm(x, weight, eps=1e-6):
     xf = x.float()
@@ -382,9 +379,6 @@ MISTAKES += [
     ex6(BN6, "dx-has-only-the-direct-term", EX6_BN, DX, "dx = inv_std * g",
         "misses both terms that come from the mean and the variance",
         feedback="misses both terms that come from the statistics"),
-    ex6(BN6, "statistics-over-the-features-without-keepdim", EX6_BN,
-        "mean = x.mean(0)\n    var = x.var(0, unbiased=False)", "mean = x.mean(1)\n    var = x.var(1, unbiased=False)",
-        "keepdim=True", feedback="must match the size of tensor b"),
 ]
 
 EX4 = "ex4_prepost"

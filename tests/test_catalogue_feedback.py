@@ -209,8 +209,7 @@ NAMES = {
         "root-of-the-mean-absolute-value": "the root of the mean absolute value",
         "ignores-the-weight": "leaves out the weight",
         "upcasts-float16-but-not-bfloat16": "it computes in torch.bfloat16 itself",
-        "statistics-in-float32-normalization-in-half": ("only the statistics are in float32",
-                                                        "keep float64 in float64"),
+        "statistics-in-float32-normalization-in-half": "only the statistics are in float32",
         "always-casts-back-to-float16": "gave a torch.float16 output",
         "modifies-x-in-place": "changed x in place",
         "mean-square-detached-from-the-graph": "no gradient flows through the mean square",
@@ -401,6 +400,16 @@ def rendered(*outcomes: Outcome) -> str:
 def test_only_the_first_failed_tests_hint_is_shown():
     text = rendered(outcome("first", "passed", ""), outcome("second"), outcome("third", "error"))
     assert "hint of second" in text and "hint of first" not in text and "hint of third" not in text
+
+
+def test_the_hint_says_one_mistake_may_fail_several_checks_when_several_failed():
+    text = rendered(outcome("first"), outcome("second"))
+    assert "hint of first (this one mistake may fail several checks" in text
+
+
+def test_the_hint_of_a_single_failed_check_does_not_speak_of_several():
+    text = rendered(outcome("first", "passed", ""), outcome("second"))
+    assert "hint of second" in text and "several checks" not in text
 
 
 def test_no_hint_is_shown_once_a_message_names_the_mistake():
