@@ -54,9 +54,26 @@ def test_self_check_accepts_the_reference_solution(repo, task, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "ok"
 
 
-@pytest.mark.parametrize("number, block", [(1, "PostNormBlock"), (2, "PreNormBlock")])
-def test_self_check_of_a_block_not_written_yet_says_so(repo, number, block):
-    # Not a catalogue entry: the hidden suite builds make_stack's stacks of the learner's own blocks, so a blank
-    # block costs tasks 3 and 4 as well, which the catalogue does not allow.
-    with pytest.raises(AssertionError, match=f"^task {number} is not written yet"):
-        run_until_self_check(code_cells(repo, "ex4_prepost"), block, release_cell("ex4_prepost", block))
+
+# A task not written yet (the release's cell), and the self-check that must say so: (assignment, task, self-check
+# run, the message's start). Not catalogue entries: the blank release is graded already.
+NOT_WRITTEN_YET = [
+    ("ex4_prepost", "PostNormBlock", "PostNormBlock", "task 1 is not written yet"),
+    ("ex4_prepost", "PreNormBlock", "PreNormBlock", "task 2 is not written yet"),
+    ("ex4_prepost", "make_stack", "make_stack", "task 3 is not written yet"),
+    ("ex4_prepost", "ffn_grad_norms", "ffn_grad_norms", "task 4 is not written yet"),
+    ("ex4_prepost", "PreNormBlock", "make_stack", "fix task 2 first: task 2 is not written yet"),
+    ("ex5_rmsnorm", "rms_norm", "rms_norm", "task 1 is not written yet"),
+    ("ex5_rmsnorm", "RMSNorm", "RMSNorm", "task 2 is not written yet"),
+    ("ex5_rmsnorm", "rms_norm", "RMSNorm", "fix task 1 first: task 1 is not written yet"),
+    ("ex6_beyond_norm", "batch_norm_forward_backward", "batch_norm_forward_backward", "task 1 is not written yet"),
+    ("ex6_beyond_norm", "ReZeroBlock", "ReZeroBlock", "task 2 is not written yet"),
+    ("ex6_beyond_norm", "DyT", "DyT", "task 3 is not written yet"),
+]
+
+
+@pytest.mark.parametrize("assignment, task, check, message", NOT_WRITTEN_YET,
+                         ids=[f"{a}-{t}" + (f"-seen-from-{c}" if c != t else "") for a, t, c, _ in NOT_WRITTEN_YET])
+def test_self_check_says_a_task_is_not_written_yet(repo, assignment, task, check, message):
+    with pytest.raises(AssertionError, match=f"^{message}"):
+        run_until_self_check(code_cells(repo, assignment), task, release_cell(assignment, task), f"selfcheck_{check}")
