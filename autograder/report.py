@@ -42,6 +42,8 @@ STATUS_TEXT = {
     "output_limit": "graded; the code printed more than the output limit",
     "grader_error": "not graded: the grader failed on this submission (please report it)",
 }
+# After the one hint of a part where more tests failed: the learner should not look for one bug per failed test.
+SEVERAL_CHECKS = " (this one mistake may fail several checks of this task: fix it, then run the self-check again)"
 # How a held part's tests show it, on Gradescope and in the feedback (``release`` takes both away again).
 HELD_LINE = "Held for your instructor's review"
 HELD_SUFFIX = " (held for your instructor's review)"
@@ -127,10 +129,11 @@ def result(assignment: str, student_id: str, digest: str, status: str, parts, pr
     for part in parts:
         held = getattr(part, "held", None) is not None
         hinted = hinted_outcome(part.outcomes)
+        failed = sum(not outcome.passed for outcome in part.outcomes)
         for outcome in part.outcomes:
             lines = ["passed" if outcome.passed else f"{outcome.status}: {outcome.message}"]
             if outcome is hinted:
-                lines.append(f"What to check: {outcome.hint}")
+                lines.append(f"What to check: {outcome.hint}" + (SEVERAL_CHECKS if failed > 1 else ""))
             test = {
                 "name": f"{part.title} > {outcome.name.replace('_', ' ')}",
                 "score": round(outcome.points, 4), "max_score": outcome.max_points,
