@@ -333,9 +333,6 @@ MISTAKES += [
 ]
 
 # --- issue 25: ex4_prepost, ex5_rmsnorm, ex6_beyond_norm ---
-# A task not written yet is checked by tests/test_exercise_self_checks.py, not here: each entry here is graded in
-# the sandbox and by nbgrader too, and the blank release already is (a blank block would also cost make_stack and
-# ffn_grad_norms, which build stacks of the learner's own blocks).
 # Some entries reuse a wrong cell that the hidden suite's catalogue already grades (tests/catalogue), seen here by
 # the self-checks: tests.catalogue.catalogue() grades each wrong cell once.
 
@@ -388,4 +385,23 @@ MISTAKES += [
     Mistake(EX4, "make_stack", "no-final-norm-seen-from-the-gradients", NO_FINAL_NORM.source,
             "fix task 3 first: final_norm of a PreNormBlock stack", feedback=NO_FINAL_NORM.feedback,
             check="ffn_grad_norms"),
+]
+
+# A task not written yet (the release's cell), seen from its own self-check or a later one.
+MISTAKES += [
+    Mistake(assignment, task, f"{task}-not-written-yet{'-seen-from-' + check if check else ''}",
+            release_cell(assignment, task), hint, feedback="not implemented yet", check=check)
+    for assignment, task, check, hint in [
+        (EX4, "PostNormBlock", "", "task 1 is not written yet"),
+        (EX4, "PreNormBlock", "", "task 2 is not written yet"),
+        (EX4, "make_stack", "", "task 3 is not written yet"),
+        (EX4, "ffn_grad_norms", "", "task 4 is not written yet"),
+        (EX4, "PreNormBlock", "make_stack", "fix task 2 first: task 2 is not written yet"),
+        (EX5, "rms_norm", "", "task 1 is not written yet"),
+        (EX5, "RMSNorm", "", "task 2 is not written yet"),
+        (EX5, "rms_norm", "RMSNorm", "fix task 1 first: task 1 is not written yet"),
+        (EX6, BN6, "", "task 1 is not written yet"),
+        (EX6, "ReZeroBlock", "", "task 2 is not written yet"),
+        (EX6, "DyT", "", "task 3 is not written yet"),
+    ]
 ]

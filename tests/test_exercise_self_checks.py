@@ -10,7 +10,7 @@ import contextlib
 import nbformat
 import pytest
 
-from tests.mistakes import MISTAKES, release_cell
+from tests.mistakes import MISTAKES
 
 
 def code_cells(repo, assignment):
@@ -52,28 +52,3 @@ def test_self_check_accepts_the_reference_solution(repo, task, capsys):
     assignment, grade_id = task
     run_until_self_check(code_cells(repo, assignment), grade_id)
     assert capsys.readouterr().out.splitlines()[-1] == "ok"
-
-
-
-# A task not written yet (the release's cell), and the self-check that must say so: (assignment, task, self-check
-# run, the message's start). Not catalogue entries: the blank release is graded already.
-NOT_WRITTEN_YET = [
-    ("ex4_prepost", "PostNormBlock", "PostNormBlock", "task 1 is not written yet"),
-    ("ex4_prepost", "PreNormBlock", "PreNormBlock", "task 2 is not written yet"),
-    ("ex4_prepost", "make_stack", "make_stack", "task 3 is not written yet"),
-    ("ex4_prepost", "ffn_grad_norms", "ffn_grad_norms", "task 4 is not written yet"),
-    ("ex4_prepost", "PreNormBlock", "make_stack", "fix task 2 first: task 2 is not written yet"),
-    ("ex5_rmsnorm", "rms_norm", "rms_norm", "task 1 is not written yet"),
-    ("ex5_rmsnorm", "RMSNorm", "RMSNorm", "task 2 is not written yet"),
-    ("ex5_rmsnorm", "rms_norm", "RMSNorm", "fix task 1 first: task 1 is not written yet"),
-    ("ex6_beyond_norm", "batch_norm_forward_backward", "batch_norm_forward_backward", "task 1 is not written yet"),
-    ("ex6_beyond_norm", "ReZeroBlock", "ReZeroBlock", "task 2 is not written yet"),
-    ("ex6_beyond_norm", "DyT", "DyT", "task 3 is not written yet"),
-]
-
-
-@pytest.mark.parametrize("assignment, task, check, message", NOT_WRITTEN_YET,
-                         ids=[f"{a}-{t}" + (f"-seen-from-{c}" if c != t else "") for a, t, c, _ in NOT_WRITTEN_YET])
-def test_self_check_says_a_task_is_not_written_yet(repo, assignment, task, check, message):
-    with pytest.raises(AssertionError, match=f"^{message}"):
-        run_until_self_check(code_cells(repo, assignment), task, release_cell(assignment, task), f"selfcheck_{check}")

@@ -54,13 +54,9 @@ def catalogue() -> list[Wrong]:
             module = importlib.import_module(f".{assignment}", __name__)
         except ModuleNotFoundError:
             continue
-        entries += module.WRONG
-    # A self-check's catalogue entry may reuse a wrong cell of another (a task-1 bug seen from task 2's self-check):
-    # the hidden suite grades each wrong cell once.
-    unique = {}
-    for wrong in entries:
-        unique.setdefault((wrong.assignment, wrong.cell, wrong.source), wrong)
-    return list(unique.values())
+        # A self-check's mistake may also reuse a cell of this catalogue (tests/mistakes.py says which).
+        entries += [w for w in module.WRONG if (w.assignment, w.cell, w.source) not in seen]
+    return entries
 
 
 def variants() -> list[Right]:
