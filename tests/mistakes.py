@@ -237,7 +237,7 @@ def rms_norm(x, weight, eps=1e-6):
     y = y / torch.sqrt(y.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
     return y if x.dtype == torch.float64 else y.to(x.dtype)
 ''', "a float64 input should give a float64 output",
-        feedback="has dtype torch.float32, expected torch.float64"),
+        feedback=("has dtype torch.float32, expected torch.float64", "keep float64 in float64")),
     Mistake("ex5_rmsnorm", "RMSNorm", "eps-not-passed-on", '''
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -371,6 +371,7 @@ def layer_norm_backward(dout, cache):
 '''
 EX2_DX = "dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))"
 EX3_RUNNING_VAR_BIASED = MISTAKES[9].source  # ex3_batchnorm's running-var-biased
+from tests.catalogue.ex3_batchnorm import WRONG as EX3_WRONG  # noqa: E402 (needs Mistake above)
 
 
 def changed(template: str, old: str, new: str) -> str:
@@ -466,4 +467,81 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.
             "fix task 1 first: running_var uses the biased variance", "uses the biased variance", check="BatchNorm1d"),
     Mistake("ex3_batchnorm", "BatchNorm1d", "BatchNorm1d-not-written-yet", release_cell("ex3_batchnorm", "BatchNorm1d"),
             "task 2 is not written yet", NOT_WRITTEN),
+    Mistake("ex3_batchnorm", "BatchNorm1d", "module-does-not-pass-its-momentum-on", next(
+        wrong.source for wrong in EX3_WRONG if wrong.what == "module-ignores-its-momentum"),
+        "is momentum passed to batch_norm?", "not the momentum it was built with"),
+]
+
+# --- issue 25: ex4_prepost, ex5_rmsnorm, ex6_beyond_norm ---
+# Some entries reuse a wrong cell that the hidden suite's catalogue already grades (tests/catalogue), seen here by
+# the self-checks: tests.catalogue.catalogue() grades each wrong cell once.
+
+from tests.catalogue.ex5_rmsnorm import WRONG as EX5_WRONG, rms_norm_with  # noqa: E402 (needs Mistake above)
+
+EX5 = "ex5_rmsnorm"
+EX5_WRONG_SOURCE = {wrong.what: wrong.source for wrong in EX5_WRONG}
+MISTAKES += [
+    Mistake(EX5, "rms_norm", "mean-square-without-keepdim", rms_norm_with("xc / torch.sqrt(xc.pow(2).mean(-1) + eps)"),
+            "take it with keepdim=True", feedback="must match the size of tensor b"),
+    Mistake(EX5, "rms_norm", "mean-square-over-dim-1", EX5_WRONG_SOURCE["mean-square-over-dim-1-only-right-for-2-d"],
+            "over dimension 1", feedback="over dimension 1"),
+    Mistake(EX5, "rms_norm", "bfloat16-computed-in-bfloat16", EX5_WRONG_SOURCE["upcasts-float16-but-not-bfloat16"],
+            "you compute in torch.bfloat16 itself", feedback="it computes in torch.bfloat16 itself"),
+    Mistake(EX5, "rms_norm", "half-normalized-with-float32-statistics",
+            EX5_WRONG_SOURCE["statistics-in-float32-normalization-in-half"], "only the statistics are in float32",
+            feedback=("only the statistics are in float32", "keep float64 in float64")),
+    Mistake(EX5, "rms_norm", "float64-computed-in-float32-like-llama", '''
+def rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
+''', "keep float64 in float64", feedback="keep float64 in float64"),
+    Mistake(EX5, "rms_norm", "eps-outside-the-root-seen-from-the-module", EX5_WRONG_SOURCE["eps-outside-the-root"],
+            "fix task 1 first: the eps argument is ignored, or is not inside the square root",
+            feedback="adds eps outside the square root", check="RMSNorm"),
+]
+
+EX6 = "ex6_beyond_norm"
+MISTAKES += [
+    ex6(BN6, "dx-misses-the-direct-term", EX6_BN, DX, "dx = inv_std * (-g.mean(0) - x_hat * (g * x_hat).mean(0))",
+        "dx misses the direct term"),
+    ex6(BN6, "dx-has-only-the-direct-term", EX6_BN, DX, "dx = inv_std * g",
+        "misses both terms that come from the mean and the variance",
+        feedback="misses both terms that come from the statistics"),
+]
+
+EX4 = "ex4_prepost"
+NO_FINAL_NORM = next(m for m in MISTAKES if m.assignment == EX4 and m.what == "no-final-norm")
+NORMALIZED_STREAM = next(m for m in MISTAKES if m.assignment == EX4 and m.what == "normalizes-the-residual-stream")
+MISTAKES += [
+    Mistake(EX4, "PostNormBlock", "post-norm-adds-the-attention-in-place", block_cell("PostNormBlock", '''
+    def forward(self, x, attn_mask=None):
+        x += self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
+        x = self.norm1(x)
+        return self.norm2(x + self.ffn(x))
+'''), "PostNormBlock changed x in place", feedback="changed x in place"),
+    Mistake(EX4, "PreNormBlock", "normalized-stream-seen-from-the-stack", NORMALIZED_STREAM.source,
+            "fix task 2 first: the output has the spread of a normalized tensor", feedback=NORMALIZED_STREAM.hint,
+            check="make_stack"),
+    Mistake(EX4, "make_stack", "no-final-norm-seen-from-the-gradients", NO_FINAL_NORM.source,
+            "fix task 3 first: final_norm of a PreNormBlock stack", feedback=NO_FINAL_NORM.feedback,
+            check="ffn_grad_norms"),
+]
+
+# A task not written yet (the release's cell), seen from its own self-check or a later one.
+MISTAKES += [
+    Mistake(assignment, task, f"{task}-not-written-yet{'-seen-from-' + check if check else ''}",
+            release_cell(assignment, task), hint, feedback="not implemented yet", check=check)
+    for assignment, task, check, hint in [
+        (EX4, "PostNormBlock", "", "task 1 is not written yet"),
+        (EX4, "PreNormBlock", "", "task 2 is not written yet"),
+        (EX4, "make_stack", "", "task 3 is not written yet"),
+        (EX4, "ffn_grad_norms", "", "task 4 is not written yet"),
+        (EX4, "PreNormBlock", "make_stack", "fix task 2 first: task 2 is not written yet"),
+        (EX5, "rms_norm", "", "task 1 is not written yet"),
+        (EX5, "RMSNorm", "", "task 2 is not written yet"),
+        (EX5, "rms_norm", "RMSNorm", "fix task 1 first: task 1 is not written yet"),
+        (EX6, BN6, "", "task 1 is not written yet"),
+        (EX6, "ReZeroBlock", "", "task 2 is not written yet"),
+        (EX6, "DyT", "", "task 3 is not written yet"),
+    ]
 ]

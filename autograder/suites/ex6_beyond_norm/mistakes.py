@@ -53,6 +53,8 @@ def backward_mistakes(x, gamma, dout, eps, name):
              lambda: inv_std * (g - x_hat * (g * x_hat).mean(0))),
             ("dx misses the term from the variance depending on x: subtract x_hat times the column mean of "
              "g * x_hat", lambda: inv_std * (g - g.mean(0))),
+            ("dx misses the direct term, g * inv_std: x reaches x_hat through x - mean itself, not only through "
+             "the statistics", lambda: inv_std * (-g.mean(0) - x_hat * (g * x_hat).mean(0))),
             ("dx leaves gamma out: the gradient reaching x_hat is g = dout * gamma",
              lambda: inv_std * (dout - dout.mean(0) - x_hat * (dout * x_hat).mean(0))),
             ("dx's mean term divides the sum of g by N - 1: it is the mean, g.mean(0)",
