@@ -353,23 +353,11 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * weight + bias
 '''
 EX2_UNBIASED = MISTAKES[3].source  # ex2_layernorm's unbiased-variance
-EX2_FORWARD = '''
-def layer_norm_forward(x, weight, bias, eps=1e-5):
-    mean = x.mean(-1, keepdim=True)
-    inv_std = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps)
-    x_hat = (x - mean) * inv_std
-    return x_hat * weight + bias, (x_hat, inv_std, weight)
-'''
-EX2_BACKWARD = '''
+# Task 3's reference pair, as the hidden catalogue writes it, for entries that change one line of it.
+from tests.catalogue.ex2_layernorm import (  # noqa: E402 (needs Mistake above)
+    BACKWARD as EX2_BACKWARD, FORWARD as EX2_FORWARD, WRONG as EX2_WRONG)
 
-def layer_norm_backward(dout, cache):
-    x_hat, inv_std, weight = cache
-    d = x_hat.shape[-1]
-    g = dout * weight
-    dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
-    return dx, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
-'''
-EX2_DX = "dx = inv_std * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))"
+EX2_DX = "dx = inv_std * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))"
 EX3_RUNNING_VAR_BIASED = MISTAKES[9].source  # ex3_batchnorm's running-var-biased
 from tests.catalogue.ex3_batchnorm import WRONG as EX3_WRONG  # noqa: E402 (needs Mistake above)
 
@@ -415,31 +403,23 @@ def layer_norm(x, weight, bias, eps=1e-5):
             "fix task 1 first: your variance looks unbiased", "divide by D, not D - 1", check="LayerNorm"),
     Mistake("ex2_layernorm", "LayerNorm", "LayerNorm-not-written-yet", release_cell("ex2_layernorm", "LayerNorm"),
             "task 2 is not written yet", NOT_WRITTEN),
-    Mistake("ex2_layernorm", "LayerNorm", "stores-eps-but-does-not-pass-it-on", '''
-class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(normalized_shape))
-        self.bias = nn.Parameter(torch.zeros(normalized_shape))
-
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias)
-''', "your module does not pass self.eps on to layer_norm", "does not pass self.eps on"),
+    Mistake("ex2_layernorm", "LayerNorm", "stores-eps-but-does-not-pass-it-on", next(
+        wrong.source for wrong in EX2_WRONG if wrong.what == "eps-stored-but-not-passed-on"),
+        "your module does not pass self.eps on to layer_norm", "does not pass self.eps on"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-backward-not-written-yet",
             release_cell("ex2_layernorm", "layer_norm_forward_backward"), "task 3 is not written yet", NOT_WRITTEN),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-centres-x-in-place",
             changed(EX2_FORWARD, "x_hat = (x - mean) * inv_std", "x_hat = x.sub_(mean).mul_(inv_std)") + EX2_BACKWARD,
             "layer_norm_forward changed x in place", "changed x in place"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "forward-variance-unbiased",
-            changed(EX2_FORWARD, "((x - mean) ** 2).mean(-1, keepdim=True)", "x.var(-1, keepdim=True)") + EX2_BACKWARD,
+            changed(EX2_FORWARD, "((x - mean) ** 2).mean(dim=-1, keepdim=True)", "x.var(-1, keepdim=True)") + EX2_BACKWARD,
             "the forward output differs from F.layer_norm: your variance looks unbiased", "divide by D, not D - 1"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-mean-term",
             EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
-                                  "dx = inv_std * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))"),
+                                  "dx = inv_std * (g - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))"),
             "dx misses the term from the mean", "misses the term from the mean"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "dx-misses-only-the-variance-term",
-            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - g.mean(-1, keepdim=True))"),
+            EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX, "dx = inv_std * (g - g.mean(dim=-1, keepdim=True))"),
             "dx misses the term from the variance", "misses the term from the variance"),
     Mistake("ex2_layernorm", "layer_norm_forward_backward", "backward-row-mean-without-keepdim",
             EX2_FORWARD + changed(EX2_BACKWARD, EX2_DX,
