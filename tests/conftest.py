@@ -101,7 +101,8 @@ def make_mini_book(source, chapters=(), **sphinx_config):
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     config["sphinx"]["config"].update(sphinx_config)
     (source / "_config.yml").write_text(yaml.safe_dump(config))
-    shutil.copytree(REPO / "_ext", source / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("_ext", "tools"):  # _ext/learner_launch.py reads the learner's copy through tools/learner_copy.py
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("_static", "_extra"):  # the favicon and what _config.yml names there
         shutil.copytree(REPO / folder, source / folder)
     (source / "intro.md").write_text("# Intro\n")
