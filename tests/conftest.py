@@ -134,9 +134,11 @@ def repository() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def learner_copy() -> dict[str, str]:
     """The learner's copy _config.yml names (``learner_copy``), where launch buttons and links point: org, name, branch."""
-    config = yaml.safe_load((REPO / "_config.yml").read_text())["learner_copy"]
-    org, name = urlparse(config["url"]).path.strip("/").split("/")
-    return {"org": org, "name": name, "branch": config["branch"]}
+    from tools.learner_copy import copy_repository
+
+    repo, branch = copy_repository(REPO)
+    org, name = repo.split("/")
+    return {"org": org, "name": name, "branch": branch}
 
 
 @pytest.fixture(scope="session")

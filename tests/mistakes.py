@@ -292,10 +292,15 @@ class DyT(nn.Module):
 '''
 
 
+def changed(template: str, old: str, new: str) -> str:
+    """``template`` with ``old`` (which occurs once) replaced by ``new``."""
+    assert template.count(old) == 1, old
+    return template.replace(old, new)
+
+
 def ex6(task: str, what: str, template: str, old: str, new: str, hint: str, feedback: str = "") -> Mistake:
     """An ex6 mistake: ``template`` with ``old`` (which occurs once) replaced by ``new``."""
-    assert template.count(old) == 1, old
-    return Mistake("ex6_beyond_norm", task, what, template.replace(old, new), hint, feedback)
+    return Mistake("ex6_beyond_norm", task, what, changed(template, old, new), hint, feedback)
 
 
 BN6 = "batch_norm_forward_backward"
@@ -361,11 +366,6 @@ EX2_DX = "dx = inv_std * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat)
 EX3_RUNNING_VAR_BIASED = MISTAKES[9].source  # ex3_batchnorm's running-var-biased
 from tests.catalogue.ex3_batchnorm import WRONG as EX3_WRONG  # noqa: E402 (needs Mistake above)
 
-
-def changed(template: str, old: str, new: str) -> str:
-    """``template`` with ``old`` (which occurs once) replaced by ``new``."""
-    assert template.count(old) == 1, old
-    return template.replace(old, new)
 
 
 assert (MISTAKES[3].what, MISTAKES[9].what) == ("unbiased-variance", "running-var-biased")

@@ -270,8 +270,7 @@ def path_in_copy(url: str, copy_repo: str, branch: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def copy_repo() -> tuple[str, str]:
-    url, branch = tool.learner_copy_setting()
-    return url.removeprefix("https://github.com/"), branch
+    return tool.copy_repository()
 
 
 def test_every_colab_binder_and_fetch_url_of_the_chapters_opens_a_file_of_the_copy(copy, copy_repo):
