@@ -165,6 +165,7 @@ class Submission:
         self.used: set[str] = set()
         self.tampered = False
         self.ran: set[str] = set()  # the notebook code the requests ran ("cell:first:last")
+        self.watch_autograd = False  # the part being graded forbids autograd: its calls run under the watch
 
     def request(self, op: str, **fields) -> dict:
         answer = self.transport({"op": op, **fields})
@@ -192,7 +193,7 @@ class Submission:
         """
         answer = self.request("call", target=target, method=method, args=list(args), kwargs=kwargs, seed=seed,
                               no_grad=no_grad, grad_wrt=list(grad_wrt), dout=dout, return_args=return_args,
-                              substitute=substitute or {})
+                              substitute=substitute or {}, watch_autograd=self.watch_autograd and not grad_wrt)
         return Result(answer.get("value"), list(answer.get("grads") or []), list(answer.get("args_after") or []))
 
     def call(self, target, *args, **kwargs):

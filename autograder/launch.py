@@ -86,9 +86,10 @@ def bwrap_command(python: str, seccomp_fd: int | None = None) -> list[str]:
             command += ["--ro-bind", system, system]
     for root in python_roots():
         command += parents(root) + ["--ro-bind", str(root), str(root)]
-    # Only sandboxed/ is bound: inside, ``autograder`` is a namespace package holding nothing else.
+    # Only sandboxed/ is bound: inside, ``autograder`` is a namespace package holding nothing else. Its folder
+    # is the zygote's alone (0700): a worker, which runs as another uid, cannot read the grader's files.
     inside = Path("/opt/autograder")
-    command += ["--perms", "0755", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
+    command += ["--perms", "0700", "--dir", str(inside), "--perms", "0755", "--dir", str(inside / "autograder"),
                 "--ro-bind", str(PACKAGE / "sandboxed"), str(inside / "autograder" / "sandboxed"),
                 "--setenv", "PYTHONPATH", str(inside), "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
     command += [arg for name, value in WORKER_ENV.items() for arg in ("--setenv", name, value)]

@@ -27,6 +27,7 @@ from functools import cache
 from pathlib import Path
 
 from autograder import scan
+from autograder.report import safe_text
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_NOTEBOOK_BYTES = 256 * 2**20  # what the grader reads at all, outputs included: a bound on its memory
@@ -127,6 +128,7 @@ def find(assignment: str, paths: list[Path], passed_over: list[str] | None = Non
             passed_over.append(f"{path}: {where}")
     seen: dict[str, int] = {}
     for entry in entries:
+        entry.student_id = safe_text(entry.student_id, name=True)  # a file name's undecodable bytes, a newline
         seen[entry.student_id] = seen.get(entry.student_id, 0) + 1
         if seen[entry.student_id] > 1:
             entry.problems.append(f"another submission is also named {entry.student_id}; "

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import tempfile
+import re
 from functools import cache
 from pathlib import Path
 
@@ -52,6 +53,27 @@ GRADEBOOK_FILE = "gradebook.url"
 SEVERITY = ["grader_error", "invalid", "tampering", "review", "forbidden", "protocol_violation", "sandbox_violation",
             "crashed", "killed", "memory_limit", "cpu_limit", "timeout",
             "exited", "output_limit", "cell_errors", "ok"]
+
+
+# What no file the grader writes may hold as it is: lone surrogates (JSON's "\ud800", a file name's undecodable
+# bytes as Python keeps them), control characters but tab and newline, and the marks that reorder or hide text.
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+                    "\ud800-\udfff]")
+UNSAFE_IN_A_NAME = re.compile(UNSAFE.pattern[:-1] + "\t\n/\\\\]")
+
+
+def _escaped(found: re.Match) -> str:
+    code = ord(found.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte a file name could not decode (Python's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe_text(text: str, name: bool = False) -> str:
+    """``text`` with every character no result may hold written as an escape (``\\ud800``, ``\\x1b``): it
+    encodes as UTF-8 and shows what was there. ``name``: a student's name, which becomes a file name, so tab,
+    newline and path separators are escaped too."""
+    return (UNSAFE_IN_A_NAME if name else UNSAFE).sub(_escaped, text)
 
 
 @cache
@@ -248,10 +270,26 @@ def graded_by_hand(assignment: str) -> str:
     return f"{what} ({sum(cells.values()):g} points) {'is' if len(cells) == 1 else 'are'}"
 
 
+def safe(value):
+    """``value`` (a result: dicts, lists and plain values) with every string made safe to write (``safe_text``):
+    whatever a worker said, a notebook held or a file was named, the result encodes and shows it escaped."""
+    if type(value) is str:
+        return safe_text(value)
+    if type(value) is dict:
+        return {safe_text(str(key)): safe(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return [safe(item) for item in value]
+    return value
+
+
 def save(results: Path, data: dict, durable: bool = False) -> None:
-    """Write a submission's result and feedback. Grading saves them without flushing to disk (a result
-    lost in a power cut is graded again); an instructor's release, which nothing would redo, flushes."""
-    student_id = data["extra_data"]["student_id"]
+    """Write a submission's result and feedback, every string made safe first (``safe``), in place, so that
+    what is written is what the caller holds. Grading saves them without flushing to disk (a result lost in a
+    power cut is graded again); an instructor's release, which nothing would redo, flushes."""
+    cleaned = safe(data)
+    data.clear()
+    data.update(cleaned)
+    student_id = safe_text(data["extra_data"]["student_id"], name=True)
     write_atomic(results / "feedback" / f"{student_id}.md", feedback(data), durable)
     write_atomic(results / f"{student_id}.json", json.dumps(data, indent=1), durable)
 

@@ -10,7 +10,9 @@ grades a class in parallel grading processes, each with a sandbox of its own.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
+import queue
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -47,6 +49,9 @@ def exec_request(cells: list, upto: int | None = None, skip=(), record_code: boo
             "skip": list(skip), "record_code": bool(record_code)}
 
 
+MAX_FINDINGS = 100  # findings in code compiled at run time kept per submission
+MAX_SCANNED_CHARS = 2 * 2**20  # characters of code compiled at run time scanned per submission
+MAX_ATTEMPTS = 40  # refused attempts kept per submission
 MAX_SKIPPED_CELLS = 3  # cells that end the worker, found and left out before grading gives up on the cells
 
 
@@ -74,6 +79,9 @@ class Session:
         self.findings: list = []
         self.crashes: list[str] = []
         self.output_total = 0
+        self.finding_texts: set[str] = set()  # the findings' texts, for deduplication in linear time
+        self.scanned: set[bytes] = set()  # digests of the sources compiled at run time already scanned
+        self.scanned_chars = 0
 
     def start(self) -> None:
         """A fresh worker with the cells run in it, leaving out any cell that ends the worker."""
@@ -161,6 +169,10 @@ class Session:
         try:
             answer = self.worker.request(request, *self.budget())
         except WorkerLost as error:
+            if error.status == "tampered":  # it took the monitor's channel away: this request's part is held
+                self.crashes.append(f"while a task was graded ({error})")
+                return {"error": {"type": "WorkerLost", "message": str(error)},
+                        "monitor": {"used": [], "tampered": True, "ran": []}}
             self.events.append(error.status)
             raise
         except SandboxBroken:
@@ -193,20 +205,52 @@ class Session:
         return self.carry(request)
 
     def note(self, trailer: dict) -> None:
-        """Keep what the worker recorded: refused attempts, and findings in code compiled at run time."""
+        """Keep what the worker recorded: refused attempts, and findings in code compiled at run time.
+
+        Bounded per submission, whatever the worker sends: each distinct source is scanned once, at most
+        ``MAX_SCANNED_CHARS`` of them in all, and at most ``MAX_FINDINGS`` findings are kept (deduplicated by
+        their text, in a set). The grader's time on this is the submission's: it counts against its budget.
+        """
+        began = time.monotonic()
         self.output_total = trailer.get("output_total") if type(trailer.get("output_total")) is int \
             else self.output_total
         attempts = trailer.get("attempts")
         for what in (attempts if type(attempts) is list else [])[:20]:
-            if type(what) is str and what[:120] not in self.attempts:
+            if type(what) is str and what[:120] not in self.attempts and len(self.attempts) < MAX_ATTEMPTS:
                 self.attempts.append(what[:120])
         compiled = trailer.get("compiled")
         for source in (compiled if type(compiled) is list else [])[:64]:
-            if type(source) is str:
-                for finding in scan.scan(source[:64 * 1024]):
-                    text = f"code it compiled at run time {finding.what}"
-                    if all(text != f.what for f in self.findings):
-                        self.findings.append(scan.Finding(finding.kind, None, text, finding.group))
+            if type(source) is not str:
+                continue
+            source = source[:64 * 1024]
+            digest = hashlib.sha256(source.encode("utf-8", "replace")).digest()
+            if digest in self.scanned:
+                continue
+            if self.scanned_chars + len(source) > MAX_SCANNED_CHARS:
+                self.overflow("compiled more code at run time than the grader scans")
+                break
+            self.scanned.add(digest)
+            self.scanned_chars += len(source)
+            for finding in scan.scan(source):
+                text = f"code it compiled at run time {finding.what}"
+                if text in self.finding_texts:
+                    continue
+                if len(self.findings) >= MAX_FINDINGS:
+                    self.overflow("compiled code at run time with more findings than the grader keeps")
+                    break
+                self.finding_texts.add(text)
+                self.findings.append(scan.Finding(finding.kind, None, text, finding.group))
+        spent = time.monotonic() - began
+        self.waited += spent  # the grader's time on this submission's evidence is the submission's
+        self.cpu_spent += spent
+
+    def overflow(self, what: str) -> None:
+        """A bound on what the grader keeps was reached: said once, as a finding that holds every part with a
+        rule (the code past the bound went unread)."""
+        text = f"code it {what}"
+        if text not in self.finding_texts:
+            self.finding_texts.add(text)
+            self.findings.append(scan.Finding("tampering", None, text, "introspection"))
 
     def close(self) -> int:
         """Settle the last worker; what this submission's workers left that could not be removed is noted."""
@@ -288,11 +332,15 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
 
     ``launched``: zygotes started before PyTorch was imported (``launch.launch``), one per grading process; a
     grading process without one starts its own. The caller ends them all once this returns.
+
+    No submission can stop the class: a grading process says which submission it takes before it grades it,
+    and one that ends while grading (whatever ended it) is replaced; the submission it held is graded once
+    more in the fresh one, and if that one ends too, its result says so (``grader_error``).
     """
     for entry in [e for e in entries if not e.readable]:
         parts = scoring.zero(assignment, "invalid", "not graded: the notebook could not be read")
-        report.save(results, report.result(assignment, entry.student_id, entry.digest, "invalid", parts,
-                                           entry.problems, 0.0, "none"))
+        save_or_fail(results, report.result(assignment, entry.student_id, entry.digest, "invalid", parts,
+                                            entry.problems, 0.0, "none"), assignment, entry)
         advance()
     gradable = [e for e in entries if e.readable]
     if not gradable:
@@ -300,39 +348,89 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     warm_up(assignment)
     context = multiprocessing.get_context("fork")
     inbox, outbox = context.Queue(), context.Queue()
-    for entry in gradable:
-        inbox.put(entry)
+    for index, entry in enumerate(gradable):
+        inbox.put((index, entry))
     jobs = min(jobs, len(gradable))
-    for _ in range(jobs):
-        inbox.put(None)
     launched = list(launched)
     for extra in launched[jobs:]:
         extra.abandon()
-    processes = [context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
-                                                               isolation, launched), daemon=True)
-                 for slot in range(jobs)]
-    for process in processes:
+    # slot -> the index of the submission its process is grading (-1: none), written before it grades: shared
+    # memory, so it is there even when the process dies before anything it queued reaches this one
+    holding = [context.Value("q", -1, lock=False) for _ in range(jobs)]
+
+    def start(slot: int, zygotes=()) -> multiprocessing.Process:
+        holding[slot].value = -1
+        process = context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
+                                                                isolation, zygotes, holding[slot]), daemon=True)
         process.start()
+        return process
+
+    processes = [start(slot, launched) for slot in range(jobs)]
     for zygote in launched:  # each grading process holds its own end now
         zygote.control.close()
-    done, used = 0, isolation
+    finished: set[int] = set()
+    ended_on: dict[int, int] = {}  # submission -> how many grading processes ended while grading it
+    used = isolation
+    patience = 2 * (limits.submission_seconds * limits.wall_factor + 180)  # a submission may be graded twice
+    heard = time.monotonic()
+
+    def finish(index: int) -> None:
+        if index not in finished:
+            finished.add(index)
+            advance()
+
     try:
-        while done < len(gradable):
-            # a submission may be graded twice (a sandbox that broke), each time within its wall-clock backstop
-            message = outbox.get(timeout=2 * (limits.submission_seconds * limits.wall_factor + 180))
+        while len(finished) < len(gradable):
+            try:
+                message = outbox.get(timeout=1.0)
+            except queue.Empty:
+                for slot, process in enumerate(processes):
+                    if process.is_alive():
+                        continue
+                    index = holding[slot].value
+                    processes[slot] = start(slot)  # a fresh grading process, with a sandbox of its own, for the rest
+                    if index < 0 or index in finished:
+                        continue
+                    ended_on[index] = ended_on.get(index, 0) + 1
+                    entry = gradable[index]
+                    if ended_on[index] == 1:
+                        inbox.put((index, entry))  # once more: what ended the process may not be this submission
+                        continue
+                    save_or_fail(results, failed(assignment, entry, "grader_error", "grader error: the grading process "
+                                                 f"ended while grading this submission, twice (exit status "
+                                                 f"{process.exitcode})", None), assignment, entry)
+                    finish(index)
+                if time.monotonic() - heard > patience:
+                    raise RuntimeError(f"no grading process said anything for {patience:g} s")
+                continue
+            heard = time.monotonic()
             if message[0] == "fatal":
                 raise RuntimeError(message[1])
             if message[0] == "isolation":
                 used = message[1]
-                continue
-            done += 1
-            advance()
+            elif message[0] == "done":
+                finish(message[1])
     finally:
+        for _ in processes:
+            inbox.put(None)
         for process in processes:
             process.join(timeout=10)
             if process.is_alive():
                 process.kill()
     return used
+
+
+def save_or_fail(results, data: dict, assignment: str, entry) -> None:
+    """Save ``data``; if even that fails (a disk that refuses, a string that slipped every check), save a result
+    that says so, made from nothing the submission said: its student still gets a result."""
+    try:
+        report.save(results, data)
+    except Exception as error:  # noqa: BLE001 - one submission's result must not stop the class
+        report.save(results, report.result(
+            assignment, entry.student_id, entry.digest, "grader_error",
+            scoring.zero(assignment, "grader_error", "not graded: the grader could not write this result"),
+            [f"grader error: the result could not be written ({type(error).__name__})"], 0.0,
+            data.get("extra_data", {}).get("isolation", "none") if type(data) is dict else "none"))
 
 
 def warm_up(assignment: str) -> None:
@@ -346,9 +444,9 @@ def warm_up(assignment: str) -> None:
     torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))
 
 
-def grading_process(slot, assignment, inbox, outbox, results, limits, isolation, launched=()) -> None:
+def grading_process(slot, assignment, inbox, outbox, results, limits, isolation, launched=(), holding=None) -> None:
     """One trusted grading process: a sandbox of its own (the zygote ``launched[slot]`` when there is one),
-    submissions from the inbox."""
+    submissions from the inbox, each one's index written to ``holding`` while it is graded."""
     import torch
 
     torch.set_num_threads(1)  # one grading process per core: threads would only contend
@@ -365,11 +463,20 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation,
     outbox.put(("isolation", sandbox.isolation))
     scoring.collect(assignment)
     try:
-        while (entry := inbox.get()) is not None:
-            data, sandbox = grade_in_a_sound_sandbox(assignment, entry, sandbox, slot, limits)
+        while (item := inbox.get()) is not None:
+            index, entry = item
+            if holding is not None:
+                holding.value = index
+            try:
+                data, sandbox = grade_in_a_sound_sandbox(assignment, entry, sandbox, slot, limits)
+            except Exception:  # noqa: BLE001 - the grader's own failure is this submission's result, not the class's
+                data = failed(assignment, entry, "grader_error",
+                              "grader error: " + traceback.format_exc(limit=3)[-600:], sandbox)
             data["extra_data"]["grader_peak_rss_mb"] = round(peak_rss() / 2**20, 1)
-            report.save(results, data)
-            outbox.put(("done", entry.student_id))
+            save_or_fail(results, data, assignment, entry)
+            if holding is not None:
+                holding.value = -1
+            outbox.put(("done", index))
     finally:
         sandbox.stop()
 
@@ -403,11 +510,11 @@ def grade_in_a_sound_sandbox(assignment, entry, sandbox, slot, limits) -> tuple[
     return data, sandbox
 
 
-def failed(assignment, entry, status: str, problem: str, sandbox: Sandbox) -> dict:
+def failed(assignment, entry, status: str, problem: str, sandbox: Sandbox | None) -> dict:
     """A result with every task at 0: the grader failed (``grader_error``), or the submission stopped it."""
     message = "not graded: " + ("the grader failed" if status == "grader_error" else "the grader's sandbox stopped")
     return report.result(assignment, entry.student_id, entry.digest, status, scoring.zero(assignment, status, message),
-                         entry.problems + [problem], 0.0, sandbox.isolation)
+                         entry.problems + [problem], 0.0, sandbox.isolation if sandbox is not None else "none")
 
 
 def peak_rss() -> int:

@@ -140,24 +140,23 @@ class Sandbox:
         """A fresh worker, forked from the zygote."""
         ours, theirs = socket.socketpair()
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # for the worker's first byte (``hello``)
+        evidence, evidence_end = os.pipe()  # the worker's monitor writes its records here as they happen
+        os.set_blocking(evidence, False)
         base = UID_BASE + slot * 4096  # each grading process's workers get their own uid range
         try:
             reply = self.command({"cmd": "spawn", "uid": base, "limits": self.limits.for_worker()},
-                                 fds=[theirs.fileno()])
-        except SandboxBroken:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        if type(reply.get("pid")) is not int:
-            ours.close()
-            raise self.fail("the sandbox did not say which worker it started")
-        try:
+                                 fds=[theirs.fileno(), evidence_end])
+            if type(reply.get("pid")) is not int:
+                raise self.fail("the sandbox did not say which worker it started")
             host_pid = self.hello(ours)
         except SandboxBroken:
             ours.close()
+            os.close(evidence)
             raise
-        return Worker(self, ours, reply["pid"], host_pid)
+        finally:
+            theirs.close()
+            os.close(evidence_end)
+        return Worker(self, ours, reply["pid"], host_pid, evidence)
 
     def hello(self, sock: socket.socket) -> int | None:
         """A new worker's pid as this process numbers it, from the credentials of the byte it sends first."""
@@ -225,8 +224,13 @@ class Worker:
     """A connection to one forked worker: requests in, answers out, within the worker's CPU-time budget and a
     wall-clock backstop."""
 
-    def __init__(self, sandbox: Sandbox, sock: socket.socket, pid: int, host_pid: int | None):
-        self.sandbox, self.sock, self.pid = sandbox, sock, pid
+    def __init__(self, sandbox: Sandbox, sock: socket.socket, pid: int, host_pid: int | None, evidence: int):
+        self.sandbox, self.sock, self.pid, self.evidence = sandbox, sock, pid, evidence
+        self.tags: set[str] = set()  # what the evidence channel carried during the current request
+        self.forged = False  # it carried something that is not a record
+        self.partial = b""
+        self.evidence_bytes = 0
+        self.evidence_ended = False
         self.alive = True
         self.output_total = 0
         self.ended: dict | None = None  # the zygote's word on how it ended, once settled
@@ -274,10 +278,13 @@ class Worker:
             raise WorkerLost("crashed", "the worker is gone")
         number = secrets.randbits(63)
         clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS), self.cpu_time())
+        self.read_evidence()  # written before this request (a finalizer between two): nobody's
+        self.tags, self.forged, self.evidence_bytes = set(), False, 0
         try:
             self.sock.sendall(wire.frame(wire.numbered(number, wire.encode(request))))
             answer = wire.decode(wire.read_frame(lambda n: self._exact(n, clock)))
             trailer = wire.decode_trailer(wire.read_frame(lambda n: self._exact(n, clock)))
+            self.read_evidence()  # all the request wrote is in the pipe: it wrote it before it answered
         except WorkerLost:
             raise
         except wire.WireError as error:
@@ -289,8 +296,32 @@ class Worker:
         if type(answer) is not dict or trailer["number"] != number:
             raise self.violation("a frame that is not the worker's answer to the request")
         self.output_total = trailer["output_total"]
+        monitor = trailer["monitor"]
+        monitor["used"] = sorted(set(monitor["used"]) | self.tags)
+        monitor["tampered"] = monitor["tampered"] or self.forged or "tampered" in self.tags
         answer["trailer"] = trailer
         return answer
+
+    def read_evidence(self) -> None:
+        """Everything the evidence channel holds now, read without waiting; at most ``MAX_EVIDENCE_BYTES`` a
+        request (more ends the worker: ``protocol_violation``)."""
+        while True:
+            try:
+                data = os.read(self.evidence, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.forged = True
+                return
+            if not data:  # the worker has ended
+                self.evidence_ended = True
+                return
+            self.evidence_bytes += len(data)
+            if self.evidence_bytes > wire.MAX_EVIDENCE_BYTES:
+                raise self.violation("more records on the evidence channel than the grader reads")
+            tags, bad, self.partial = wire.read_evidence(data, self.partial)
+            self.tags |= tags
+            self.forged = self.forged or bad
 
     def violation(self, what: str) -> WorkerLost:
         self.kill()
@@ -318,7 +349,11 @@ class Worker:
             if waited >= clock.wall_seconds:
                 raise self.out_of_time(f"it ran out of time: no answer after {clock.wall_seconds:g} s (far too slow, "
                                        "or it sleeps)")
-            if select.select([self.sock], [], [], min(POLL_SECONDS, clock.wall_seconds - waited))[0]:
+            watched = [self.sock] if self.evidence_ended else [self.sock, self.evidence]
+            readable = select.select(watched, [], [], min(POLL_SECONDS, clock.wall_seconds - waited))[0]
+            if self.evidence in readable:
+                self.read_evidence()  # a worker that records much must not block on a full pipe
+            if self.sock in readable:
                 return
             now = self.cpu_time()
             if now is None or clock.cpu_at_start is None:
@@ -350,6 +385,9 @@ class Worker:
             return WorkerLost("crashed", f"the worker died of signal {-code}")
         if code == 70:
             return WorkerLost("crashed", "the worker's own loop was broken while it answered (exit status 70)")
+        if code == 71:
+            return WorkerLost("tampered", "the worker could not send the grader's monitor its records (exit status "
+                                          "71): the code took the monitor's channel away")
         return WorkerLost("exited", f"the code ended the worker process (exit status {code}): "
                                     "don't call sys.exit, os._exit or quit() in your code")
 
@@ -372,6 +410,9 @@ class Worker:
             pass
         self.alive = False
         self.sock.close()
+        if self.evidence is not None:
+            os.close(self.evidence)
+            self.evidence = None
         if self._stat is not None:
             os.close(self._stat)
             self._stat = None

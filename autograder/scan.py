@@ -142,6 +142,7 @@ MAX_STRING = 200  # longer strings (docstrings, data) are not read for names
 MAX_PARSE_ATTEMPTS = 300  # per cell, when it does not parse as a whole
 MAX_PARSE_CHARS = 4 * 2**20  # characters re-parsed per cell while recovering from a syntax error
 MAX_FINDINGS = 50  # of each kind per cell, after deduplication
+MAX_WHAT = 200  # characters of a finding's text (it quotes the name it found)
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,8 @@ class _Findings:
         self.count = {"tampering": 0, "review": 0}
 
     def add(self, kind: str, line: int | None, what: str, group: str = "") -> None:
+        if len(what) > MAX_WHAT:  # a name can be 64 KB long: the finding quotes its start
+            what = what[:MAX_WHAT - 3] + "..."
         key = (kind, what)
         known = self.seen.get(key)
         if known is None:

@@ -210,6 +210,7 @@ def grade_part(part: Part, sub: Submission, on_crash=lambda what: None) -> PartS
     handler, a changed monitor) and the code the calls ran are kept for ``evidence``.
     """
     sub.used, sub.tampered, sub.ran = set(), False, set()
+    sub.watch_autograd = "autograd" in part.forbidden  # the worker watches autograd itself around these calls
     outcomes = []
     for test in part.tests:
         if outcomes and outcomes[-1].status in WORKER_ENDED:

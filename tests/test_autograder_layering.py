@@ -21,7 +21,7 @@ PACKAGES = {"autograder", "autograder.sandboxed", "autograder.suites"}  # docstr
 # Which package modules each trusted module may import (beyond SHARED).
 ALLOWED = {
     "autograder.checks": set(),
-    "autograder.load": {"autograder.scan"},
+    "autograder.load": {"autograder.report", "autograder.scan"},
     "autograder.scan": set(),
     "autograder.scoring": {"autograder.checks"},
     "autograder.launch": {"autograder.sandboxed.seccomp"},

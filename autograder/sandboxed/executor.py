@@ -33,28 +33,37 @@ def get_ipython():
 """
 
 
-class BoundedOutput(io.TextIOBase):
-    """A stdout that keeps the first OUTPUT_LIMIT characters and counts the rest."""
+# What the cells print goes to ``sys.stdout``, which student code can reach: the class is made in a namespace
+# of its own, so that its methods' ``__globals__`` lead to nothing of the grader's (this module holds the
+# grader's reference functions).
+BOUNDED_OUTPUT = '''
+class BoundedOutput(TextIOBase):
+    """A stdout that keeps the first LIMIT characters and counts the rest."""
 
     def __init__(self):
-        self.parts: list[str] = []
+        self.parts = []
         self.kept = 0
         self.total = 0
 
-    def writable(self) -> bool:
+    def writable(self):
         return True
 
-    def write(self, text) -> int:
+    def write(self, text):
         text = text if type(text) is str else "<not text>"
         self.total += len(text)
-        room = wire.OUTPUT_LIMIT - self.kept
+        room = LIMIT - self.kept
         if room > 0:
             self.parts.append(text[:room])
             self.kept += min(room, len(text))
         return len(text)
 
-    def getvalue(self) -> str:
+    def getvalue(self):
         return "".join(self.parts)
+'''
+_made: dict = {"TextIOBase": io.TextIOBase, "LIMIT": wire.OUTPUT_LIMIT, "__name__": "output"}
+exec(compile(BOUNDED_OUTPUT, "<output>", "exec"), _made)
+BoundedOutput = _made.pop("BoundedOutput")
+del _made
 
 
 def describe_error(error: BaseException) -> dict:

@@ -45,6 +45,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder.sandboxed.wire import EVIDENCE_TAGS
+
 FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
 NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 # PyTorch's own Python implementations of operators: references, decompositions, primitives, meta
@@ -190,6 +192,78 @@ def _switch_refusal(name: str):
     return refuse
 
 
+# autograd's functions that push, pop or switch off saved-tensor hooks: the autograd watch is a pair of such
+# hooks, so these reach their originals only through the worker's audit hook (``take_away_saved_tensor_hooks``).
+SAVED_TENSOR_HOOKS = ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks",
+                      "_saved_tensors_hooks_disable", "_saved_tensors_hooks_enable")
+POP_HOOKS = "_pop_saved_tensors_default_hooks"
+
+
+def take_away_saved_tensor_hooks() -> dict:
+    """Replace autograd's saved-tensor hook functions, wherever a module holds them, by functions that call
+    the originals through the audit hook (``VAULT``); returns the originals, which only the audit hook and
+    the worker's loop then hold. In the zygote, before any fork."""
+    from torch._C import _autograd
+
+    originals = {name: getattr(_autograd, name) for name in SAVED_TENSOR_HOOKS if hasattr(_autograd, name)}
+    _replace_everywhere(list(originals.values()), lambda original: _through_vault(original.__name__))
+    return originals
+
+
+def _through_vault(name: str):
+    def call(*args, _audit=sys.audit, _name=name, _list=list):
+        box = _list()
+        _audit(VAULT, _name, args, box)
+        if not box:
+            raise Refused(f"the grader's sandbox refuses this: torch._C._autograd.{_name} is not available here")
+        return box[0]
+
+    return call
+
+
+def autograd_watch(_evidence=None):
+    """``(pack, unpack)``: saved-tensor hooks that send ``autograd`` as evidence whenever autograd saves a tensor
+    for a graph or unpacks one to differentiate. The worker pushes them around a graded call of a part that
+    forbids autograd: they sit in autograd itself, below every dispatch key, so a graph recorded with the
+    monitor's modes switched off still shows. (Not around other calls: ``torch.func`` refuses to run while
+    saved-tensor hooks are set.)"""
+    _evidence = _evidence or evidence
+
+    def pack(tensor, _send=_evidence):
+        _send("autograd")
+        return tensor
+
+    def unpack(tensor, _send=_evidence):
+        _send("autograd")
+        return tensor
+
+    return pack, unpack
+
+
+def dispatch_state():
+    """``state() -> tuple``: what decides whether the monitor sees a call: the dispatch keys this thread
+    includes and excludes, whether torch functions are enabled, both mode stacks (their lengths and what is
+    on them) and the saved-tensor hooks on top. Read with PyTorch's C functions, taken now. The worker
+    compares it before and after every graded call with what it was before any student code ran."""
+    C = torch._C
+    excluded, included, enabled = C._dispatch_tls_local_exclude_set, C._dispatch_tls_local_include_set, \
+        C._is_torch_function_enabled
+    all_disabled = getattr(C, "_is_torch_function_all_disabled", lambda: False)
+    function_count, function_at = C._len_torch_function_stack, C._get_function_stack_at
+    dispatch_count, dispatch_at = C._len_torch_dispatch_stack, C._get_dispatch_stack_at
+    top_hooks, text, identity = C._autograd._top_saved_tensors_default_hooks, repr, id
+
+    def state() -> tuple:
+        functions, dispatched = function_count(), dispatch_count()
+        hooks = top_hooks(True)
+        return (text(excluded()), text(included()), enabled(), all_disabled(), functions,
+                tuple(identity(function_at(i)) for i in range(min(functions, 8))), dispatched,
+                tuple(identity(dispatch_at(i)) for i in range(min(dispatched, 8))),
+                None if hooks is None else identity(hooks[0]))
+
+    return state
+
+
 # --- 2. the audit hook ----------------------------------------------------------------------
 
 REFUSED_EVENTS = {
@@ -211,12 +285,30 @@ MAX_SOURCES = 64
 MAX_SOURCE_CHARS = 64 * 1024
 
 
-def audit_hook(home: str, me: int):
+EVIDENCE = "autograder.evidence"  # the audit event that carries one tag of evidence out of the worker
+VAULT = "autograder.vault"  # the audit event through which a taken-away function reaches its original
+PROTECTED_ATTRIBUTES = {"__code__", "__defaults__", "__kwdefaults__"}  # what binds a function's behaviour
+
+
+def evidence(tag: str, _audit=sys.audit) -> None:
+    """Send one tag of evidence out of the worker now (``audit_hook`` writes it to the evidence channel)."""
+    _audit(EVIDENCE, tag)
+
+
+def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict | None = None):
     """Install the worker's audit hook.
 
     Returns ``drain() -> (attempts, sources)`` and ``permit(function, *args)``, which calls one
     refused function for the trusted loop (``sys.setprofile``, to switch the code recorder on and
     off around a graded call). Both stay in the loop's frame, out of student code's reach.
+
+    The hook is also where the worker's evidence leaves it, as it happens: each ``EVIDENCE`` event
+    (``evidence(tag)``, from the monitor, the recording kernels and the autograd watch) writes the tag
+    to ``evidence_fd``, a pipe whose other end only the grader reads, once per tag and request. What
+    is written cannot be read back or taken back, and nothing but this hook holds the state: an audit
+    hook cannot be listed, read or removed from Python. A tag the worker cannot write ends the worker
+    (exit status 71), which the grader takes as a changed monitor. ``vault``: name -> an original that
+    ``take_away`` replaced with a function that reaches it only through this hook.
     """
     import os
     import traceback
@@ -225,6 +317,42 @@ def audit_hook(home: str, me: int):
     attempts: list[str] = []
     sources: list[str] = []
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
+    grader_files = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # the worker's own code
+    written: set = set()  # tags written during this request
+    write, leave, originals = os.write, os._exit, dict(vault or {})
+    watch_pack = originals.pop("watch", (None,))[0]  # the autograd watch's pack hook
+    top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+
+    def send(tag) -> None:
+        tag = tag if type(tag) is str and tag in EVIDENCE_TAGS else "tampered"
+        if tag in written:
+            return
+        written.add(tag)
+        if evidence_fd is None:
+            return
+        try:
+            data = str.encode(tag, "ascii") + b"\n"
+            while data:
+                data = data[write(evidence_fd, data):]
+        except BaseException:  # noqa: BLE001 - the channel was taken away: the worker ends, the grader sees why
+            leave(71)
+
+    def from_vault(args: tuple) -> None:
+        """``(name, arguments, box)``: call the original ``name`` on ``arguments``, its result into ``box``.
+        Pushing or switching off saved-tensor hooks is autograd's machinery (evidence where a part forbids
+        it); popping the autograd watch off its stack is tampering, and refused."""
+        name, arguments, box = args if len(args) == 3 else (None, None, None)
+        original = originals.get(name) if type(name) is str else None
+        if original is None or type(box) is not list or type(arguments) is not tuple:
+            raise Refused("the grader's sandbox refuses this call")
+        if name == POP_HOOKS:
+            top = top_hooks(True)
+            if top is not None and top[0] is watch_pack:
+                send("tampered")
+                raise Refused("the grader's sandbox refuses this: it would take away the grader's autograd watch")
+        else:
+            send("autograd")
+        box.append(original(*arguments))
 
     def note(what: str) -> None:
         """Record what the sandbox refused or stopped: reported with the submission, never held on."""
@@ -252,6 +380,12 @@ def audit_hook(home: str, me: int):
                                                                          "warn_external"))
 
     def hook(event: str, args: tuple) -> None:
+        if event == EVIDENCE:
+            send(args[0] if args else None)
+            return
+        if event == VAULT:
+            from_vault(args)
+            return
         if looking[0] or permitted[0]:
             return
         if event == "marshal.loads" and caller()[0] not in IMPORT_SYSTEM:
@@ -269,12 +403,12 @@ def audit_hook(home: str, me: int):
             raise Refused("frames are not available in the grader's sandbox")
         if event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
             raise Refused("frames are not available in the grader's sandbox")
-        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
-            note("replaces a function's code")
-            raise Refused("the grader's sandbox refuses this: the code replaces a function's code")
+        if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1 and args[1] in PROTECTED_ATTRIBUTES:
+            note("replaces a function's code or defaults")
+            raise Refused("the grader's sandbox refuses this: the code replaces a function's code or defaults")
         if event == "compile":
-            if caller()[0].startswith("/"):
-                return  # a library compiling its own code (namedtuple, dataclasses, a parser); not student text
+            # Every source, a library's too: typing evaluates string annotations, and a library compiles what it
+            # is handed. A library's own generated code (namedtuple, dataclasses) has nothing the scan looks for.
             source = args[0] if args else None
             if type(source) is bytes:
                 source = bytes.decode(source, "utf-8", "replace")
@@ -287,6 +421,10 @@ def audit_hook(home: str, me: int):
         elif event == "import" and args and isinstance(args[0], str) and _within(args[0], blocked_imports):
             note(f"imports {args[0]}, which the sandbox keeps out of reach")
             raise Refused(f"the grader's sandbox refuses this: the code imports {args[0]}")
+        elif event == "open" and args and type(args[0]) in (str, bytes) and os.path.realpath(
+                args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace")).startswith(grader_files):
+            note("reads the grader's own files")
+            raise Refused("the grader's sandbox refuses this: the code reads the grader's own files")
         elif event == "open" and len(args) > 1 and isinstance(args[1], str) and set(args[1]) & set("wax+"):
             path = args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace") \
                 if type(args[0]) is bytes else ""
@@ -305,6 +443,7 @@ def audit_hook(home: str, me: int):
         found, compiled = list(attempts), list(sources)
         attempts.clear()
         sources.clear()
+        written.clear()  # a new request: every tag is written again when it happens
         return found, compiled
 
     def permit(function, *args):
@@ -334,6 +473,39 @@ _TensorBase = torch._C.TensorBase
 _requires_grad = torch._C.TensorBase.requires_grad.__get__
 
 
+# PyTorch's own handlers: the default __torch_function__ of torch.Tensor and the disabled ones (nn.Parameter's).
+_DEFAULT_HANDLERS = {torch.Tensor.__torch_function__.__func__, torch._C._disabled_torch_function_impl,
+                     torch._C._disabled_torch_dispatch_impl}
+_handler_of: dict = {}  # (type, name) -> whether the type has a handler of its own
+
+
+def _own_handler(types, name: str) -> bool:
+    """Does one of ``types`` (the tensor types PyTorch is about to hand the call to) define ``name`` itself?"""
+    for kind in types:
+        known = _handler_of.get((kind, name))
+        if known is None:
+            handler = getattr(kind, name, None)
+            known = _handler_of[(kind, name)] = getattr(handler, "__func__", handler) not in _DEFAULT_HANDLERS
+        if known:
+            return True
+    return False
+
+
+def _carries_grad(args, kwargs, _base=_TensorBase, _requires=_requires_grad, _values=dict.values) -> bool:
+    """True when some tensor argument requires grad (with grad mode on, the operator records a graph;
+    with it off, the tensor comes from a graph recorded earlier). On every operator: kept lean."""
+    for values in (args, _values(kwargs) if kwargs else ()):
+        for value in values:
+            if isinstance(value, _base):
+                if _requires(value):
+                    return True
+            elif type(value) in (list, tuple):
+                for item in value:
+                    if isinstance(item, _base) and _requires(item):
+                        return True
+    return False
+
+
 class Monitor:
     """Records the normalization built-ins and the autograd use of the code run while it is active.
 
@@ -353,9 +525,11 @@ class Monitor:
         self.operators_seen: dict = {}  # operator -> (its norm tag or None, whether it makes dual numbers)
         monitor = self
 
+        # The handlers hold what they call as defaults (a function's defaults cannot be replaced in the worker):
+        # patching the monitor's attributes during a call does not change what they record.
         class Functions(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                monitor.saw_function(func, types)
+            def __torch_function__(self, func, types, args=(), kwargs=None, _saw=self.saw_function):
+                _saw(func, types)
                 return func(*args, **(kwargs or {}))
 
         class Operators(TorchDispatchMode):
@@ -363,50 +537,58 @@ class Monitor:
             def _should_skip_dynamo(cls) -> bool:
                 return False  # else PyTorch wraps the handler in one that imports torch._dynamo on first use
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                monitor.saw_operator(func, types, args, kwargs)
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None, _saw=self.saw_operator):
+                _saw(func, types, args, kwargs)
                 return func(*args, **(kwargs or {}))
 
         # The function mode sees Python-level entry points the dispatch mode cannot tell apart (functorch's
         # transforms run their autograd below it); the dispatch mode sees every operator, however reached.
         self.functions, self.operators = Functions(), Operators()
 
-    def record(self, tag: str) -> None:
+    def record(self, tag: str, _evidence=evidence) -> None:
+        _evidence(tag)  # out of the worker first: nothing done to ``used`` later can take it back
         self.used.add(tag)
         if tag in self.refuse:
             raise Refused(refusal_message(f"a PyTorch {tag.replace('_', '-')} built-in"))
 
-    def saw_function(self, func, types=()) -> None:
-        if types and _own_handler(types, "__torch_function__"):
+    def saw_function(self, func, types=(), _own=_own_handler, _evidence=evidence, _builtins=BUILTINS,
+                     _tag_of=tag_of, _dual=AUTOGRAD_OPS.search) -> None:
+        if types and _own(types, "__torch_function__"):
+            _evidence("subclass")
             self.record("subclass")
         try:
             tag = self.functions_seen.get(func, False)
         except TypeError:  # unhashable callables
             tag = False
         if tag is False:
-            tag = BUILTINS.get(func) if func in BUILTINS else None
+            tag = _builtins.get(func) if func in _builtins else None
             name = getattr(func, "__name__", "") or ""
             if tag is None and type(name) is str:
-                tag = tag_of(name) or ("autograd" if AUTOGRAD_OPS.search(name) else None)
+                tag = _tag_of(name) or ("autograd" if _dual(name) else None)
             try:
                 self.functions_seen[func] = tag
             except TypeError:
                 pass
         if tag:
+            _evidence(tag)
             self.record(tag)
 
-    def saw_operator(self, func, types, args, kwargs) -> None:
-        if types and _own_handler(types, "__torch_dispatch__"):
+    def saw_operator(self, func, types, args, kwargs, _own=_own_handler, _evidence=evidence,
+                     _carries=_carries_grad, _tag_of=tag_of, _dual=AUTOGRAD_OPS.search) -> None:
+        if types and _own(types, "__torch_dispatch__"):
+            _evidence("subclass")
             self.record("subclass")
         known = self.operators_seen.get(func)
         if known is None:
             name = str(func)
-            known = self.operators_seen[func] = (tag_of(name) if "backward" not in name else None,
-                                                 bool(AUTOGRAD_OPS.search(name)))
+            known = self.operators_seen[func] = (_tag_of(name) if "backward" not in name else None,
+                                                 bool(_dual(name)))
         tag, dual = known
         if tag:
+            _evidence(tag)
             self.record(tag)
-        if dual or _carries_grad(args, kwargs):
+        if dual or _carries(args, kwargs):
+            _evidence("autograd")
             self.record("autograd")
 
     def __enter__(self):
@@ -459,39 +641,6 @@ class Monitor:
 
         sealed = fingerprint()
         return lambda: fingerprint() == sealed
-
-
-# PyTorch's own handlers: the default __torch_function__ of torch.Tensor and the disabled ones (nn.Parameter's).
-_DEFAULT_HANDLERS = {torch.Tensor.__torch_function__.__func__, torch._C._disabled_torch_function_impl,
-                     torch._C._disabled_torch_dispatch_impl}
-_handler_of: dict = {}  # (type, name) -> whether the type has a handler of its own
-
-
-def _own_handler(types, name: str) -> bool:
-    """Does one of ``types`` (the tensor types PyTorch is about to hand the call to) define ``name`` itself?"""
-    for kind in types:
-        known = _handler_of.get((kind, name))
-        if known is None:
-            handler = getattr(kind, name, None)
-            known = _handler_of[(kind, name)] = getattr(handler, "__func__", handler) not in _DEFAULT_HANDLERS
-        if known:
-            return True
-    return False
-
-
-def _carries_grad(args, kwargs) -> bool:
-    """True when some tensor argument requires grad (with grad mode on, the operator records a graph;
-    with it off, the tensor comes from a graph recorded earlier). On every operator: kept lean."""
-    for values in (args, dict.values(kwargs) if kwargs else ()):
-        for value in values:
-            if isinstance(value, _TensorBase):
-                if _requires_grad(value):
-                    return True
-            elif type(value) in (list, tuple):
-                for item in value:
-                    if isinstance(item, _TensorBase) and _requires_grad(item):
-                        return True
-    return False
 
 
 # --- 4. what student code ran during a graded call -------------------------------------------------

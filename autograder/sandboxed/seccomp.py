@@ -83,7 +83,7 @@ EPERM, ENOSYS = _errno.EPERM, _errno.ENOSYS
 # x86_64 system call numbers, checked against asm/unistd_64.h (tests/test_seccomp.py
 # compares them with the header whenever it is installed).
 X86_64_SYSCALLS = {
-    "rt_sigaction": 13, "alarm": 37, "setitimer": 38, "clone": 56, "fork": 57, "vfork": 58,
+    "close": 3, "ioctl": 16, "dup2": 33, "dup3": 292, "close_range": 436, "rt_sigaction": 13, "alarm": 37, "setitimer": 38, "clone": 56, "fork": 57, "vfork": 58,
     "execve": 59, "kill": 62, "fcntl": 72, "ptrace": 101, "syslog": 103, "rt_sigqueueinfo": 129,
     "personality": 135, "vhangup": 153, "modify_ldt": 154, "pivot_root": 155, "prctl": 157,
     "adjtimex": 159, "chroot": 161, "acct": 163, "settimeofday": 164, "mount": 165, "umount2": 166,
@@ -276,9 +276,20 @@ def sandbox_filter() -> bytes:
     return build(SANDBOX_DENY, SANDBOX_ARGUMENTS)
 
 
-def worker_filter() -> bytes:
-    """The sandbox's program plus no threads, processes, programs, signals, timers or handlers."""
-    return build({**SANDBOX_DENY, **WORKER_DENY}, SANDBOX_ARGUMENTS + WORKER_ARGUMENTS)
+def worker_filter(evidence_fd: int | None = None) -> bytes:
+    """The sandbox's program plus no threads, processes, programs, signals, timers or handlers; and, with
+    ``evidence_fd``, that descriptor kept as it is: it cannot be closed, replaced (``dup2``, ``dup3``),
+    made non-blocking or otherwise changed (``fcntl``, ``ioctl``). ``close_range`` answers ENOSYS, so that
+    Python closes descriptors one by one, where the rule on ``close`` applies."""
+    deny, arguments = {**SANDBOX_DENY, **WORKER_DENY}, SANDBOX_ARGUMENTS + WORKER_ARGUMENTS
+    if evidence_fd is not None:
+        deny["close_range"] = ENOSYS
+        arguments = arguments + [("close", 0, "equals", (evidence_fd,), EPERM),
+                                 ("dup2", 1, "equals", (evidence_fd,), EPERM),
+                                 ("dup3", 1, "equals", (evidence_fd,), EPERM),
+                                 ("fcntl", 0, "equals", (evidence_fd,), EPERM),
+                                 ("ioctl", 0, "equals", (evidence_fd,), EPERM)]
+    return build(deny, arguments)
 
 
 # --- installing ---------------------------------------------------------------------

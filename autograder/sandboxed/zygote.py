@@ -52,10 +52,11 @@ def warm_up() -> None:
     """
     import importlib
 
+    skip = outside_the_grader("def skip(callable, **kwargs):\n    return None\n", "skip")
     for name in ("torch.cuda", "torch.cuda.random", "torch.xpu", "torch.xpu.random", "torch.mtia"):
         module = importlib.import_module(name)
         if hasattr(module, "_lazy_call"):
-            module._lazy_call = lambda callable, **kwargs: None
+            module._lazy_call = skip
     x = torch.randn(4, 8, requires_grad=True)
     attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
     out = attn(x[None], x[None], x[None], need_weights=False)[0]
@@ -67,7 +68,7 @@ def warm_up() -> None:
     # (torch._subclasses, for one that requires grad): import them here, where it is allowed.
     for shown in (x, out, x.detach().half(), x.detach().to(torch.bfloat16), torch.arange(3), torch.zeros(0)):
         repr(shown), str(shown), f"{shown}"
-    torch._tensor_str._str = print_under_the_monitor
+    torch._tensor_str._str = outside_the_grader(PRINT_UNDER_THE_MONITOR, "print_under_the_monitor", torch=torch)
     with guard.Monitor():  # what the worker does under the monitor, so that lazy imports happen here
         (x * 2).sum()
         y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
@@ -86,16 +87,27 @@ def warm_up() -> None:
     executor.decode(executor.encode({"value": [x, torch.float16, None, 1.5, "s", attn]}))
 
 
+PRINT_UNDER_THE_MONITOR = """
 def print_under_the_monitor(self, *, tensor_contents=None):
-    """PyTorch's ``_tensor_str._str`` without ``_disable_current_modes``: printing pops every dispatch
-    mode, and the worker refuses that (the monitor is one). Printing then runs a few elementary
-    operators in the monitor's sight, which record nothing a rule forbids."""
     with torch.no_grad():
-        functorch_off = torch._C._DisableFuncTorch()  # noqa: F841 - as PyTorch's own, while it lives
+        functorch_off = torch._C._DisableFuncTorch()
         return torch._tensor_str._str_intern(self, tensor_contents=tensor_contents)
+"""
+# PyTorch's ``_tensor_str._str`` without ``_disable_current_modes``: printing pops every dispatch mode, and the
+# worker refuses that (the monitor is one). Printing then runs a few elementary operators in the monitor's
+# sight, which record nothing a rule forbids.
 
 
-def serve(sock: socket.socket, home: str, monitor) -> None:
+def outside_the_grader(source: str, name: str, **names):
+    """The function ``name`` defined by ``source`` in a namespace of its own holding only ``names``: what the
+    zygote puts into PyTorch, where student code can reach it, leads through its ``__globals__`` to nothing of
+    the grader's."""
+    namespace = {"__name__": name, **names}
+    exec(compile(source, f"<{name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
     """The worker's loop: one numbered request in; its answer and a trailer out.
 
     The trailer carries the request's number (which student code never sees), what the
@@ -113,6 +125,12 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
     drain = permit = None
     recording = False  # whether graded calls run under the code recorder (the grader asks with the cells)
     unchanged = monitor.seal()  # before any student code: the monitor as the zygote made it
+    state = guard.dispatch_state()
+    as_made = state()  # the dispatch state before any student code; every graded call must find and leave it so
+    hooks = kept["hooks"]
+    push, pop, (pack, unpack) = hooks["_push_saved_tensors_default_hooks"], \
+        hooks["_pop_saved_tensors_default_hooks"], kept["watch"]
+    top_hooks, evidence = torch._C._autograd._top_saved_tensors_default_hooks, guard.evidence
     profile, ran = guard.code_recorder()
     setprofile = sys.setprofile
 
@@ -143,21 +161,32 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
             if request.get("op") == "exec" and drain is None:
                 recording = request.get("record_code") is True
                 compiled = executor.compile_cells(request["cells"])
-                drain, permit = guard.audit_hook(home, os.getpid())
+                drain, permit = guard.audit_hook(home, os.getpid(), wire.EVIDENCE_FD,
+                                                 {**hooks, "watch": kept["watch"]})
                 sys.getprofile = lambda: None  # the code recorder stays out of student code's reach
                 forget_the_grader()
                 answer = executor.run_cells(compiled, request.get("upto"), request.get("skip") or ())
                 monitor.drain()  # what the cells used is theirs: only the grader's calls are judged
             elif drain is None:
                 answer = {"error": {"type": "BadRequest", "message": "cells must run first"}}
-            elif recording:
-                permit(setprofile, profile)
+            else:
+                drain()  # what happened between requests (a finalizer) is nobody's: every tag counts again
+                if state() != as_made:  # left so by the cells or an earlier call: this call cannot be watched
+                    evidence("tampered")
+                watch = request.get("watch_autograd") is True
+                if watch:
+                    push(pack, unpack)
+                if recording:
+                    permit(setprofile, profile)
                 try:
                     answer = executor.handle(request)
                 finally:
-                    permit(setprofile, None)
-            else:
-                answer = executor.handle(request)
+                    if recording:
+                        permit(setprofile, None)
+                    if watch:
+                        unwatch(top_hooks, pop, pack, evidence)
+                if state() != as_made:
+                    evidence("tampered")
         except BaseException as error:  # a request the worker cannot read, or student code escaping handle
             answer = {"error": describe_error(error)}
         try:
@@ -177,17 +206,42 @@ def serve(sock: socket.socket, home: str, monitor) -> None:
             return
 
 
+def unwatch(top_hooks, pop, pack, evidence) -> None:
+    """Take the autograd watch off after a call; hooks the call pushed above it and left there are tampering
+    (popped too)."""
+    for _ in range(64):
+        top = top_hooks(True)
+        if top is None:
+            evidence("tampered")
+            return
+        pop()
+        if top[0] is pack:
+            return
+        evidence("tampered")
+
+
 def forget_the_grader() -> None:
-    """Drop the worker's own modules from ``sys.modules``: student code finds no grader by importing it."""
-    for name in [name for name in sys.modules if name == "autograder" or name.startswith("autograder.")]:
+    """Drop the worker's own modules from ``sys.modules`` and from every module that names one (``__main__``
+    names the zygote): student code finds no grader by importing it or by walking modules."""
+    mine = {name for name in sys.modules if name == "autograder" or name.startswith("autograder.")}
+    grader = {id(sys.modules[name]) for name in mine}
+    for name in mine:
         del sys.modules[name]
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is dict:
+            for key in [key for key, value in namespace.items() if id(value) in grader]:
+                del namespace[key]
 
 
-def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monitor) -> None:
+def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monitor, kept: dict,
+                  evidence: int) -> None:
     """In the forked child: confine, limit, then serve. Never returns."""
     code = 0
     try:
         control.close()
+        os.dup2(evidence, wire.EVIDENCE_FD, inheritable=False)  # where the audit hook writes; the filter keeps it
+        os.close(evidence)
         # One byte first: the grader reads this process's pid, as its own namespace numbers it, from the
         # byte's credentials (SO_PASSCRED), and follows the worker's CPU time in /proc from then on.
         sock.send(b"\0")
@@ -214,8 +268,8 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monit
             resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
         os.umask(0o077)
         if seccomp.supported():
-            seccomp.install(seccomp.worker_filter())
-        serve(sock, home, monitor)
+            seccomp.install(seccomp.worker_filter(wire.EVIDENCE_FD))
+        serve(sock, home, monitor, kept)
     except BaseException:
         code = 70
     finally:
@@ -241,6 +295,8 @@ def main(control_fd: int) -> None:
     guard.record_functorch_entries(monitor.record)
     monitor.__enter__()  # on for good, in every worker forked from here
     guard.take_away_mode_switches()
+    # Held in this frame and handed down to each worker's loop and audit hook: out of student code's reach.
+    kept = {"hooks": guard.take_away_saved_tensor_hooks(), "watch": guard.autograd_watch()}
     children: dict[int, dict] = {}  # pid -> its uid and home; once it ended, its exit status and CPU time
     # Everything made so far moves out of the garbage collector's sight: a worker's collections then never
     # walk (and so never copy, page by page) the zygote's millions of objects it shares after the fork. (No
@@ -253,7 +309,7 @@ def main(control_fd: int) -> None:
         if not ready:
             continue
         try:
-            message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+            message, fds, _, _ = socket.recv_fds(control, 65536, 2)
         except OSError:
             break
         if not message:
@@ -262,7 +318,7 @@ def main(control_fd: int) -> None:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             try:
-                reply = obey(json.loads(line), fds, control, children, monitor)
+                reply = obey(json.loads(line), fds, control, children, monitor, kept)
             except Exception as error:  # a command it cannot carry out: said, and the loop goes on
                 reply = {"error": f"{type(error).__name__}: {error}"[:300]}
             control.sendall(json.dumps(reply).encode() + b"\n")
@@ -290,19 +346,23 @@ def configuration(control: socket.socket) -> tuple[tuple, bytes]:
     return tuple(str(tag) for tag in block), buffer
 
 
-def obey(command: dict, fds: list, control: socket.socket, children: dict[int, dict], monitor) -> dict:
+def obey(command: dict, fds: list, control: socket.socket, children: dict[int, dict], monitor, kept: dict) -> dict:
     """Carry out one command of the grader: ``spawn`` a worker, or ``settle`` one the grader is done with."""
     if command["cmd"] == "spawn":
         uid = next_uid(int(command["uid"]), children)
+        if len(fds) < 2:
+            raise RuntimeError("a spawn needs a socket and an evidence pipe")
         sock = socket.socket(fileno=fds.pop(0))
+        evidence = fds.pop(0)
         home = tempfile.mkdtemp(prefix=f"w{uid}-", dir=WORK_ROOT)  # a fresh name: never a folder left behind
         if os.geteuid() == 0:
             os.chown(home, uid, os.getegid())  # the worker's, and the zygote's group may look in (``clean``)
             os.chmod(home, 0o770)
         pid = os.fork()
         if pid == 0:
-            become_worker(sock, control, {**command, "uid": uid, "home": home}, monitor)
+            become_worker(sock, control, {**command, "uid": uid, "home": home}, monitor, kept, evidence)
         sock.close()
+        os.close(evidence)
         children[pid] = {"uid": uid, "home": home}
         return {"pid": pid}
     if command["cmd"] == "settle":
