@@ -59,7 +59,7 @@ SEVERITY = ["grader_error", "invalid", "tampering", "review", "forbidden", "prot
 # bytes as Python keeps them), control characters but tab and newline, and the marks that reorder or hide text.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
                     "\ud800-\udfff]")
-UNSAFE_IN_A_NAME = re.compile(UNSAFE.pattern[:-1] + "\t\n/\\\\]")
+UNSAFE_IN_A_NAME = re.compile(UNSAFE.pattern[:-1] + "\t\n/]")
 
 
 def _escaped(found: re.Match) -> str:
@@ -72,7 +72,7 @@ def _escaped(found: re.Match) -> str:
 def safe_text(text: str, name: bool = False) -> str:
     """``text`` with every character no result may hold written as an escape (``\\ud800``, ``\\x1b``): it
     encodes as UTF-8 and shows what was there. ``name``: a student's name, which becomes a file name, so tab,
-    newline and path separators are escaped too."""
+    newline and the path separator are escaped too."""
     return (UNSAFE_IN_A_NAME if name else UNSAFE).sub(_escaped, text)
 
 

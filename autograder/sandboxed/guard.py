@@ -421,7 +421,7 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         elif event == "import" and args and isinstance(args[0], str) and _within(args[0], blocked_imports):
             note(f"imports {args[0]}, which the sandbox keeps out of reach")
             raise Refused(f"the grader's sandbox refuses this: the code imports {args[0]}")
-        elif event == "open" and args and type(args[0]) in (str, bytes) and os.path.realpath(
+        elif event == "open" and args and type(args[0]) in (str, bytes) and os.path.abspath(
                 args[0] if type(args[0]) is str else bytes.decode(args[0], "utf-8", "replace")).startswith(grader_files):
             note("reads the grader's own files")
             raise Refused("the grader's sandbox refuses this: the code reads the grader's own files")
