@@ -224,13 +224,14 @@ class Worker:
     """A connection to one forked worker: requests in, answers out, within the worker's CPU-time budget and a
     wall-clock backstop."""
 
-    def __init__(self, sandbox: Sandbox, sock: socket.socket, pid: int, host_pid: int | None, evidence: int):
+    def __init__(self, sandbox: Sandbox, sock: socket.socket, pid: int, host_pid: int | None,
+                 evidence: int | None = None):
         self.sandbox, self.sock, self.pid, self.evidence = sandbox, sock, pid, evidence
         self.tags: set[str] = set()  # what the evidence channel carried during the current request
         self.forged = False  # it carried something that is not a record
         self.partial = b""
         self.evidence_bytes = 0
-        self.evidence_ended = False
+        self.evidence_ended = evidence is None  # no channel (a worker made by hand): nothing to read
         self.alive = True
         self.output_total = 0
         self.ended: dict | None = None  # the zygote's word on how it ended, once settled
@@ -305,7 +306,7 @@ class Worker:
     def read_evidence(self) -> None:
         """Everything the evidence channel holds now, read without waiting; at most ``MAX_EVIDENCE_BYTES`` a
         request (more ends the worker: ``protocol_violation``)."""
-        while True:
+        while self.evidence is not None:
             try:
                 data = os.read(self.evidence, 1 << 16)
             except BlockingIOError:

@@ -110,6 +110,31 @@ def layer_norm_backward(dout, cache):
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         with find_class('_DisableTorch' + 'Dispatch')(), find_class('DisableTorch' + 'Function')():
 """ + AUTOGRAD.replace("\n        ", "\n            ")),
+    "forward-mode-under-the-guard-classes": ("layer_norm_forward_backward", FORWARD + FIND_CLASS + """
+def layer_norm_backward(dout, cache):
+    x, w, b, eps = cache
+    dual, size, columns = torch.autograd.forward_ad, x.shape[-1], []
+    with find_class('_DisableTorch' + 'Dispatch')(), find_class('DisableTorch' + 'Function')():
+        with dual.dual_level():
+            for j in range(size):
+                direction = torch.zeros_like(x)
+                direction[..., j] = 1
+                columns.append(dual.unpack_dual(own_ln(dual.make_dual(x, direction), w, b, eps)).tangent)
+    jacobian = torch.stack(columns, -1)  # (N, D out, D in)
+    m = x.mean(-1, keepdim=True)
+    xhat = (x - m) / torch.sqrt(((x - m) ** 2).mean(-1, keepdim=True) + eps)
+    return (dout.unsqueeze(-1) * jacobian).sum(-2), (dout * xhat).reshape(-1, size).sum(0), \
+        dout.reshape(-1, size).sum(0)
+"""),
+    "functorch-original-through-the-replacement": ("layer_norm_forward_backward", FORWARD + FIND_CLASS + """
+def layer_norm_backward(dout, cache):
+    x, w, b, eps = cache
+    import torch.func
+    def loss(x, w, b):
+        return (own_ln(x, w, b, eps) * dout).sum()
+    with find_class('_DisableTorch' + 'Dispatch')(), find_class('DisableTorch' + 'Function')():
+        return list(torch.func.grad(loss, argnums=(0, 1, 2))(x, w, b))
+"""),
     # (c) the grader's objects
     "reference-through-sys-stdout": ("layer_norm", """
 import sys

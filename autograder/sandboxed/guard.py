@@ -14,26 +14,33 @@ graded call, and refuses only the tools that would hide it:
    tools that could undo the monitor or reach the grader's own objects (ctypes, building code
    objects, the garbage collector's object lists, tracers and profilers, frames of tracebacks and
    generators, ``sys._getframe`` but for library code that hands back only text, unmarshalling
-   code outside the import system, replacing a function's code, importing PyTorch's
-   implementation packages or the grader's own modules) and records every attempt; it also keeps
-   every source that student code compiles at run time, so the grader scans generated code too.
-   An audit hook cannot be removed from Python. ``permit`` lets the worker's own loop switch the
-   code recorder on and off.
+   code outside the import system, replacing a function's code or defaults, importing PyTorch's
+   implementation packages or the grader's own modules, opening the grader's files) and records
+   every attempt; it also keeps every source compiled at run time (a library's too: ``typing``
+   evaluates string annotations), so the grader scans generated code too. It is also the
+   **evidence channel**: every record (``evidence(tag)``) goes through it to a pipe only the
+   grader reads, as it happens, and the **vault**: autograd's entry points that run below the
+   monitor's modes (``take_away_autograd_entries``: functorch's transforms, forward-mode levels,
+   saved-tensor hooks) reach their originals only through it, which records ``autograd`` first.
+   An audit hook cannot be listed, read or removed from Python. ``permit`` lets the worker's own
+   loop switch the code recorder on and off.
 3. ``Monitor``: a function mode and a dispatch mode, entered for good in the zygote before it
    forks (``take_away_mode_switches`` then removes the functions that pop a dispatch mode or hide
    its key). The worker has exactly one thread (its seccomp filter refuses new ones), so the
    thread-local modes see everything student code does: each use of a normalization built-in,
    every operator that records an autograd graph, makes dual numbers or is handed a tensor from a
-   graph recorded earlier, and every call a tensor subclass's own handler takes over. ``seal``
-   fingerprints the monitor, its modes and this module, so that a patch that outlives a request
-   shows.
+   graph recorded earlier, and every call a tensor subclass's own handler takes over. Their
+   handlers hold what they call as defaults. ``seal`` fingerprints the monitor, its modes and this
+   module, so that a patch that outlives a request shows; ``dispatch_state`` is compared around
+   every graded call; ``autograd_watch`` is a pair of saved-tensor hooks the worker sets around
+   the calls of a part that forbids autograd, which records inside autograd itself.
 4. ``code_recorder``: a profile function, installed only while a graded request runs, that notes
    which notebook code (cell and line range) the request ran, so that a construct the scan found
    counts only against the parts whose calls ran it.
 
-What the monitor, the hook and the recorder saw reaches the grader in the trailer that follows
-the answer to the request during which it happened, stamped with a number that student code
-never sees (``zygote.serve``).
+What the hook and the recorder saw, and the fingerprint, reach the grader in the trailer that
+follows the answer to the request during which it happened, stamped with a number that student
+code never sees (``zygote.serve``); the evidence went before, on its own pipe.
 """
 
 from __future__ import annotations
@@ -148,19 +155,6 @@ def take_away_mode_switches() -> None:
     _replace_everywhere(switches, lambda switch: _switch_refusal(switch.__name__))
 
 
-# functorch's entry points into its own autograd: every grad, vjp, jacrev, jvp or jacfwd transform enters one.
-# Its gradients are computed on wrapped tensors, above the dispatch mode, which sees only plain ones.
-FUNCTORCH_ENTRIES = ("_grad_increment_nesting", "_jvp_increment_nesting")
-
-
-def record_functorch_entries(record) -> None:
-    """Make every holder of functorch's entry points call ``record("autograd")`` first (in the zygote)."""
-    from torch._C import _functorch
-
-    _replace_everywhere([getattr(_functorch, name) for name in FUNCTORCH_ENTRIES],
-                        lambda entry: _entry_recording(record, entry))
-
-
 def _replace_everywhere(originals: list, replacement) -> None:
     """Put ``replacement(original)`` in place of each original in every module namespace that holds it."""
     by_id = {id(original): original for original in originals}
@@ -176,14 +170,6 @@ def _replace_everywhere(originals: list, replacement) -> None:
                 namespace[key] = made[id(value)]
 
 
-def _entry_recording(record, original):
-    def entry(*args, **kwargs):
-        record("autograd")
-        return original(*args, **kwargs)
-
-    return entry
-
-
 def _switch_refusal(name: str):
     def refuse(*args, **kwargs):
         sys.audit("autograder.switch", name)  # the worker's audit hook notes the attempt
@@ -192,21 +178,29 @@ def _switch_refusal(name: str):
     return refuse
 
 
-# autograd's functions that push, pop or switch off saved-tensor hooks: the autograd watch is a pair of such
-# hooks, so these reach their originals only through the worker's audit hook (``take_away_saved_tensor_hooks``).
+# Entry points into autograd's machinery that run below the monitor's modes or hand autograd hooks of its own:
+# functorch's transforms (their gradients are computed on wrapped tensors, above the dispatch mode, which sees
+# only plain ones), forward-mode levels (dual numbers), and the functions that push, pop or switch off
+# saved-tensor hooks (the autograd watch is a pair of such hooks). Each is replaced, wherever a module holds it,
+# by a function that reaches the original only through the worker's audit hook, which sends ``autograd`` first.
 SAVED_TENSOR_HOOKS = ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks",
                       "_saved_tensors_hooks_disable", "_saved_tensors_hooks_enable")
 POP_HOOKS = "_pop_saved_tensors_default_hooks"
+THROUGH_THE_HOOK = (("_functorch", "_grad_increment_nesting"), ("_functorch", "_jvp_increment_nesting"),
+                    ("", "_enter_dual_level"), *(("_autograd", name) for name in SAVED_TENSOR_HOOKS))
 
 
-def take_away_saved_tensor_hooks() -> dict:
-    """Replace autograd's saved-tensor hook functions, wherever a module holds them, by functions that call
-    the originals through the audit hook (``VAULT``); returns the originals, which only the audit hook and
+def take_away_autograd_entries() -> dict:
+    """Replace the functions of ``THROUGH_THE_HOOK`` wherever a module holds them by functions that call the
+    originals through the audit hook (``VAULT``); returns the originals, by name, which only the audit hook and
     the worker's loop then hold. In the zygote, before any fork."""
-    from torch._C import _autograd
-
-    originals = {name: getattr(_autograd, name) for name in SAVED_TENSOR_HOOKS if hasattr(_autograd, name)}
-    _replace_everywhere(list(originals.values()), lambda original: _through_vault(original.__name__))
+    originals = {}
+    for module, name in THROUGH_THE_HOOK:
+        holder = getattr(torch._C, module) if module else torch._C
+        if hasattr(holder, name):
+            originals[name] = getattr(holder, name)
+    by_name = {id(original): name for name, original in originals.items()}
+    _replace_everywhere(list(originals.values()), lambda original: _through_vault(by_name[id(original)]))
     return originals
 
 
@@ -282,12 +276,17 @@ QUIET_REFUSALS = {"sys._getframe"}  # also refused, without a note: the standard
 IMPORT_SYSTEM = {"<frozen importlib._bootstrap_external>", "<frozen importlib._bootstrap>"}  # unmarshals .pyc files
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 MAX_SOURCES = 64
+# What makes a source a library compiles worth scanning: a way to reach objects, frames, names or code that the
+# scan reads for (generated __init__s and parser tables have none of these).
+WORTH_A_LOOK = re.compile(r"getattr|eval|exec|compile|import|_C\b|subclasses|globals|closure|cell_contents|"
+                          r"_getframe|f_back|\bgc\b|ctypes|library|overrides|dispatch|Disable|\bvars\b|__dict__|"
+                          r"__self__|__func__|__defaults__|_modes?\b|sys\b")
 MAX_SOURCE_CHARS = 64 * 1024
 
 
 EVIDENCE = "autograder.evidence"  # the audit event that carries one tag of evidence out of the worker
 VAULT = "autograder.vault"  # the audit event through which a taken-away function reaches its original
-PROTECTED_ATTRIBUTES = {"__code__", "__defaults__", "__kwdefaults__"}  # what binds a function's behaviour
+PROTECTED_ATTRIBUTES = {"__defaults__", "__kwdefaults__"}  # what the grader's functions hold their callees in
 
 
 def evidence(tag: str, _audit=sys.audit) -> None:
@@ -373,6 +372,13 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         finally:
             looking[0] = False
 
+    def graders(function) -> bool:
+        """Is ``function`` one of the grader's own (its defaults hold what the monitor calls)? Libraries set the
+        defaults of their own functions (matplotlib does): that is no one's business."""
+        code = getattr(function, "__code__", None)
+        name = getattr(code, "co_filename", None)
+        return type(name) is str and name.startswith(grader_files)
+
     def frames_stay_inside(where: tuple[str, str]) -> bool:
         """Library code that reads frames but hands back only text (stack summaries, warnings' levels)."""
         plotting = sys.modules.get("matplotlib._api")
@@ -403,15 +409,21 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
             raise Refused("frames are not available in the grader's sandbox")
         if event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
             raise Refused("frames are not available in the grader's sandbox")
-        if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1 and args[1] in PROTECTED_ATTRIBUTES:
-            note("replaces a function's code or defaults")
-            raise Refused("the grader's sandbox refuses this: the code replaces a function's code or defaults")
+        if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1 and \
+                (args[1] == "__code__" or args[1] in PROTECTED_ATTRIBUTES and graders(args[0])):
+            note("replaces a function's code, or the defaults of one of the grader's")
+            raise Refused("the grader's sandbox refuses this: the code replaces a function's code, or the defaults "
+                          "of one of the grader's functions")
         if event == "compile":
-            # Every source, a library's too: typing evaluates string annotations, and a library compiles what it
-            # is handed. A library's own generated code (namedtuple, dataclasses) has nothing the scan looks for.
             source = args[0] if args else None
             if type(source) is bytes:
                 source = bytes.decode(source, "utf-8", "replace")
+            if caller()[0].startswith("/"):
+                # A library compiling: its own generated code (namedtuple, dataclasses, a parser's tables), or text
+                # it was handed (typing evaluates string annotations). Kept where it could do what the scan looks for.
+                if type(source) is str and WORTH_A_LOOK.search(source) and len(sources) < MAX_SOURCES:
+                    sources.append(str.__getitem__(source, slice(0, MAX_SOURCE_CHARS)))
+                return
             if type(source) is not str:  # an AST or a str subclass: not text the grader can scan as given
                 note("compiles code from something other than plain text")
             elif len(sources) < MAX_SOURCES:

@@ -292,11 +292,10 @@ def main(control_fd: int) -> None:
     registrations = guard.remove_capabilities(block)  # noqa: F841 - alive, and out of reach, while main runs
     if set(block) & set(guard.NORM_TAGS):
         registrations += guard.recording_kernels(monitor.record)
-    guard.record_functorch_entries(monitor.record)
     monitor.__enter__()  # on for good, in every worker forked from here
     guard.take_away_mode_switches()
     # Held in this frame and handed down to each worker's loop and audit hook: out of student code's reach.
-    kept = {"hooks": guard.take_away_saved_tensor_hooks(), "watch": guard.autograd_watch()}
+    kept = {"hooks": guard.take_away_autograd_entries(), "watch": guard.autograd_watch()}
     children: dict[int, dict] = {}  # pid -> its uid and home; once it ended, its exit status and CPU time
     # Everything made so far moves out of the garbage collector's sight: a worker's collections then never
     # walk (and so never copy, page by page) the zygote's millions of objects it shares after the fork. (No
