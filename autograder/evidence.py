@@ -83,6 +83,9 @@ def hold_reasons(part, forbidden, findings) -> list[str]:
     if "subclass" in part.evidence:
         reasons.append("a tensor subclass's own __torch_function__ or __torch_dispatch__ handled a call of this task, "
                        "where the grader cannot see what it does")
+    if "reference" in part.evidence:
+        reasons.append("a call of this task reached the grader's own reference implementation (kept from the check "
+                       "of a module that calls it)")
     ran = spans(part.ran)
     reasons += [f"{finding.what} ({quoted(finding)}), in code this task's calls ran" for finding in findings
                 if applies(finding, forbidden) and ran_line(finding, ran)]

@@ -277,7 +277,9 @@ class Worker:
         """
         if not self.alive:
             raise WorkerLost("crashed", "the worker is gone")
-        number = secrets.randbits(63)
+        watch = request.get("watch_autograd") is True  # said in the number's top bit, not in the JSON
+        request = {key: value for key, value in request.items() if key != "watch_autograd"}
+        number = secrets.randbits(63) | (wire.WATCH_AUTOGRAD if watch else 0)
         clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS), self.cpu_time())
         self.read_evidence()  # written before this request (a finalizer between two): nobody's
         self.tags, self.forged, self.evidence_bytes = set(), False, 0

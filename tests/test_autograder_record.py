@@ -159,6 +159,25 @@ def layer_norm(x, weight, bias, eps=1e-5):
             return found['fixtures.layer_norm'](x, weight, bias, eps)
     raise LookupError('not found')
 """),
+    "reference-kept-from-the-module-check": ("layer_norm_forward_backward", OWN_LN + """
+kept = {}
+def layer_norm(x, weight, bias, eps=1e-5):
+    return own_ln(x, weight, bias, eps)
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+    def forward(self, x):
+        kept.setdefault('reference', globals()['layer_norm'])  # the grader's, while it checks this module
+        return layer_norm(x, self.weight, self.bias, self.eps)
+def layer_norm_forward(x, weight, bias, eps=1e-5):
+    return kept.get('reference', own_ln)(x, weight, bias, eps), (x, weight, bias, eps)
+def layer_norm_backward(dout, cache):
+    x, w, b, eps = cache
+    return torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b)
+"""),
     "reference-from-the-graders-file": ("layer_norm", """
 import sys
 def layer_norm(x, weight, bias, eps=1e-5):

@@ -119,6 +119,7 @@ class Executor:
         self.ids: dict[int, int] = {}
         self.output = BoundedOutput()  # what the cells print: the notebook's own output, counted
         self.call_output = BoundedOutput()  # what graded calls print: nobody reads it, so it counts for nothing
+        self.references = REFERENCES  # the sandboxed worker puts stand-ins that reach them through its audit hook
 
     # --- objects that stay here -------------------------------------------------------
     def handle_of(self, obj) -> wire.Handle:
@@ -258,9 +259,9 @@ class Executor:
         """Put trusted reference functions in place of notebook globals (defined or not); returns what to restore."""
         saved = {}
         for name, reference in replacements.items():
-            if type(name) is str and type(reference) is str and reference in REFERENCES:
+            if type(name) is str and type(reference) is str and reference in self.references:
                 saved[name] = self.namespace.get(name, MISSING)
-                self.namespace[name] = REFERENCES[reference]
+                self.namespace[name] = self.references[reference]
         return saved
 
     def op_getattr(self, request: dict) -> dict:

@@ -186,6 +186,7 @@ def _switch_refusal(name: str):
 SAVED_TENSOR_HOOKS = ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks",
                       "_saved_tensors_hooks_disable", "_saved_tensors_hooks_enable")
 POP_HOOKS = "_pop_saved_tensors_default_hooks"
+REFERENCE = "fixtures."  # vault names of the grader's reference functions (``executor.REFERENCES``)
 THROUGH_THE_HOOK = (("_functorch", "_grad_increment_nesting"), ("_functorch", "_jvp_increment_nesting"),
                     ("", "_enter_dual_level"), *(("_autograd", name) for name in SAVED_TENSOR_HOOKS))
 
@@ -202,6 +203,11 @@ def take_away_autograd_entries() -> dict:
     by_name = {id(original): name for name, original in originals.items()}
     _replace_everywhere(list(originals.values()), lambda original: _through_vault(by_name[id(original)]))
     return originals
+
+
+def through_the_hook(name: str):
+    """A function that calls the vault's ``name`` (its original lives only in the audit hook)."""
+    return _through_vault(name)
 
 
 def _through_vault(name: str):
@@ -297,9 +303,11 @@ def evidence(tag: str, _audit=sys.audit) -> None:
 def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict | None = None):
     """Install the worker's audit hook.
 
-    Returns ``drain() -> (attempts, sources)`` and ``permit(function, *args)``, which calls one
+    Returns ``drain() -> (attempts, sources)``, ``permit(function, *args)``, which calls one
     refused function for the trusted loop (``sys.setprofile``, to switch the code recorder on and
-    off around a graded call). Both stay in the loop's frame, out of student code's reach.
+    off around a graded call), and ``arm(names)``, the grader's reference functions (``REFERENCE``
+    names in the vault) that may run during the next request. All stay in the loop's frame, out of
+    student code's reach.
 
     The hook is also where the worker's evidence leaves it, as it happens: each ``EVIDENCE`` event
     (``evidence(tag)``, from the monitor, the recording kernels and the autograd watch) writes the tag
@@ -318,6 +326,7 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
     blocked_imports = IMPLEMENTATIONS + ("autograder",)
     grader_files = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # the worker's own code
     written: set = set()  # tags written during this request
+    armed: set = set()  # the grader's references that may run now (``arm``: the request substitutes them)
     write, leave, originals = os.write, os._exit, dict(vault or {})
     watch_pack = originals.pop("watch", (None,))[0]  # the autograd watch's pack hook
     top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -344,6 +353,13 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         original = originals.get(name) if type(name) is str else None
         if original is None or type(box) is not list or type(arguments) is not tuple:
             raise Refused("the grader's sandbox refuses this call")
+        if name.startswith(REFERENCE):
+            if name not in armed:  # kept from a module check and called since: not the learner's own work
+                send("reference")
+                raise Refused("the grader's sandbox refuses this: the grader's reference implementation stands in "
+                              "for your function only while the grader checks a module that calls it")
+            box.append(original(*arguments))
+            return
         if name == POP_HOOKS:
             top = top_hooks(True)
             if top is not None and top[0] is watch_pack:
@@ -465,8 +481,12 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         finally:
             permitted[0] = False
 
+    def arm(names) -> None:
+        armed.clear()
+        armed.update(names)
+
     sys.addaudithook(hook)
-    return drain, permit
+    return drain, permit, arm
 
 
 def _within(module: str, packages) -> bool:

@@ -122,7 +122,9 @@ def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
     read_frame, frame, split_number, encode_trailer = wire.read_frame, wire.frame, wire.split_number, \
         wire.encode_trailer
     executor = Executor()
-    drain = permit = None
+    references = dict(executor.references)  # the originals: from here on, only the audit hook holds them
+    executor.references = {name: guard.through_the_hook(name) for name in references}
+    drain = permit = arm = None
     recording = False  # whether graded calls run under the code recorder (the grader asks with the cells)
     unchanged = monitor.seal()  # before any student code: the monitor as the zygote made it
     state = guard.dispatch_state()
@@ -130,7 +132,8 @@ def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
     hooks = kept["hooks"]
     push, pop, (pack, unpack) = hooks["_push_saved_tensors_default_hooks"], \
         hooks["_pop_saved_tensors_default_hooks"], kept["watch"]
-    top_hooks, evidence = torch._C._autograd._top_saved_tensors_default_hooks, guard.evidence
+    top_hooks, evidence, watch_bit = torch._C._autograd._top_saved_tensors_default_hooks, guard.evidence, \
+        wire.WATCH_AUTOGRAD
     profile, ran = guard.code_recorder()
     setprofile = sys.setprofile
 
@@ -161,8 +164,9 @@ def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
             if request.get("op") == "exec" and drain is None:
                 recording = request.get("record_code") is True
                 compiled = executor.compile_cells(request["cells"])
-                drain, permit = guard.audit_hook(home, os.getpid(), wire.EVIDENCE_FD,
-                                                 {**hooks, "watch": kept["watch"]})
+                drain, permit, arm = guard.audit_hook(home, os.getpid(), wire.EVIDENCE_FD,
+                                                      {**hooks, **references, "watch": kept["watch"]})
+                del references
                 sys.getprofile = lambda: None  # the code recorder stays out of student code's reach
                 forget_the_grader()
                 answer = executor.run_cells(compiled, request.get("upto"), request.get("skip") or ())
@@ -173,7 +177,9 @@ def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
                 drain()  # what happened between requests (a finalizer) is nobody's: every tag counts again
                 if state() != as_made:  # left so by the cells or an earlier call: this call cannot be watched
                     evidence("tampered")
-                watch = request.get("watch_autograd") is True
+                watch = number >= watch_bit  # from the number, which student code cannot reach or rewrite
+                substitute = request.get("substitute") if request.get("op") == "call" else None
+                arm(set(substitute.values()) if type(substitute) is dict else ())
                 if watch:
                     push(pack, unpack)
                 if recording:
