@@ -354,14 +354,17 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     launched = list(launched)
     for extra in launched[jobs:]:
         extra.abandon()
-    # slot -> the index of the submission its process is grading (-1: none), written before it grades: shared
-    # memory, so it is there even when the process dies before anything it queued reaches this one
+    # Shared memory, written by the grading processes as they go and read here: which submission each slot's
+    # process is grading (-1: none), set before it grades, and which submissions have their result saved. A
+    # process that dies has said both, whatever it had queued (a queue's messages can die with their sender).
     holding = [context.Value("q", -1, lock=False) for _ in range(jobs)]
+    saved = context.Array("b", len(gradable), lock=False)
 
     def start(slot: int, zygotes=()) -> multiprocessing.Process:
         holding[slot].value = -1
         process = context.Process(target=grading_process, args=(slot, assignment, inbox, outbox, results, limits,
-                                                                isolation, zygotes, holding[slot]), daemon=True)
+                                                                isolation, zygotes, holding[slot], saved),
+                                  daemon=True)
         process.start()
         return process
 
@@ -375,41 +378,44 @@ def grade_all(assignment, entries, results, limits, jobs, isolation, advance=lam
     heard = time.monotonic()
 
     def finish(index: int) -> None:
+        nonlocal heard
         if index not in finished:
             finished.add(index)
+            heard = time.monotonic()
             advance()
 
     try:
         while len(finished) < len(gradable):
             try:
-                message = outbox.get(timeout=1.0)
+                message = outbox.get(timeout=0.5)
             except queue.Empty:
-                for slot, process in enumerate(processes):
-                    if process.is_alive():
-                        continue
-                    index = holding[slot].value
-                    processes[slot] = start(slot)  # a fresh grading process, with a sandbox of its own, for the rest
-                    if index < 0 or index in finished:
-                        continue
-                    ended_on[index] = ended_on.get(index, 0) + 1
-                    entry = gradable[index]
-                    if ended_on[index] == 1:
-                        inbox.put((index, entry))  # once more: what ended the process may not be this submission
-                        continue
-                    save_or_fail(results, failed(assignment, entry, "grader_error", "grader error: the grading process "
-                                                 f"ended while grading this submission, twice (exit status "
-                                                 f"{process.exitcode})", None), assignment, entry)
-                    finish(index)
-                if time.monotonic() - heard > patience:
-                    raise RuntimeError(f"no grading process said anything for {patience:g} s")
-                continue
-            heard = time.monotonic()
+                message = ("quiet",)
             if message[0] == "fatal":
                 raise RuntimeError(message[1])
             if message[0] == "isolation":
                 used = message[1]
-            elif message[0] == "done":
-                finish(message[1])
+            for index in range(len(gradable)):
+                if saved[index]:
+                    finish(index)
+            for slot, process in enumerate(processes):
+                if process.is_alive():
+                    continue
+                index = holding[slot].value
+                processes[slot] = start(slot)  # a fresh grading process, with a sandbox of its own, for the rest
+                if index < 0 or saved[index]:
+                    continue
+                ended_on[index] = ended_on.get(index, 0) + 1
+                entry = gradable[index]
+                if ended_on[index] == 1:
+                    inbox.put((index, entry))  # once more: what ended the process may not be this submission
+                    continue
+                save_or_fail(results, failed(assignment, entry, "grader_error", "grader error: the grading process "
+                                             f"ended while grading this submission, twice (exit status "
+                                             f"{process.exitcode})", None), assignment, entry)
+                saved[index] = 1
+                finish(index)
+            if time.monotonic() - heard > patience:
+                raise RuntimeError(f"no submission was graded for {patience:g} s")
     finally:
         for _ in processes:
             inbox.put(None)
@@ -444,9 +450,11 @@ def warm_up(assignment: str) -> None:
     torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))
 
 
-def grading_process(slot, assignment, inbox, outbox, results, limits, isolation, launched=(), holding=None) -> None:
+def grading_process(slot, assignment, inbox, outbox, results, limits, isolation, launched=(), holding=None,
+                    saved=None) -> None:
     """One trusted grading process: a sandbox of its own (the zygote ``launched[slot]`` when there is one),
-    submissions from the inbox, each one's index written to ``holding`` while it is graded."""
+    submissions from the inbox, each one's index written to ``holding`` while it is graded and marked in
+    ``saved`` once its result is written."""
     import torch
 
     torch.set_num_threads(1)  # one grading process per core: threads would only contend
@@ -474,9 +482,10 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation,
                               "grader error: " + traceback.format_exc(limit=3)[-600:], sandbox)
             data["extra_data"]["grader_peak_rss_mb"] = round(peak_rss() / 2**20, 1)
             save_or_fail(results, data, assignment, entry)
+            if saved is not None:
+                saved[index] = 1
             if holding is not None:
                 holding.value = -1
-            outbox.put(("done", index))
     finally:
         sandbox.stop()
 

@@ -246,8 +246,9 @@ def become_worker(sock: socket.socket, control: socket.socket, spec: dict, monit
     code = 0
     try:
         control.close()
-        os.dup2(evidence, wire.EVIDENCE_FD, inheritable=False)  # where the audit hook writes; the filter keeps it
-        os.close(evidence)
+        if evidence != wire.EVIDENCE_FD:  # where the audit hook writes; the worker's filter keeps it there
+            os.dup2(evidence, wire.EVIDENCE_FD, inheritable=False)
+            os.close(evidence)
         # One byte first: the grader reads this process's pid, as its own namespace numbers it, from the
         # byte's credentials (SO_PASSCRED), and follows the worker's CPU time in /proc from then on.
         sock.send(b"\0")
