@@ -57,6 +57,18 @@ def grads_by_autograd(dout, cache):
 
 EX2 = "ex2_layernorm"
 EX5 = "ex5_rmsnorm"
+# Quantized tensors PyTorch's quantized norms take: qint32 fine enough for the suites' tolerances, quint8 coarse;
+# OUT, an output scale for results under 2**10 in magnitude; own, a layer norm of the learner's own.
+QUANTIZED = """
+def fine(t):
+    return torch.quantize_per_tensor(t.float(), float(t.abs().max()) / 2**30 + 1e-30, 0, torch.qint32)
+def coarse(t):
+    return torch.quantize_per_tensor(t.float(), float(t.abs().max()) / 127 + 1e-30, 128, torch.quint8)
+OUT = 2.0 ** -20
+def own(x, w, b, eps):
+    m = x.mean(-1, keepdim=True)
+    return (x - m) / torch.sqrt(((x - m) ** 2).mean(-1, keepdim=True) + eps) * w + b
+"""
 RULE_BASELINES = {
     (EX2, "layer_norm"): "def layer_norm(x, weight, bias, eps=1e-5):\n    return torch.zeros_like(x)\n",
     (EX2, "layer_norm_forward_backward"): OWN_LN + """
@@ -244,6 +256,134 @@ def rms_norm(x, weight, eps=1e-6):
     scale = torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
     return kernel.call_boxed(keys, x / scale * 0 + x, [x.shape[-1]], None, None, eps)[0] * 0 + x / scale * weight
 """, HELD_OR_STOPPED),
+    # 2b. Norm operators of other namespaces (quantized), by every route to their kernels, and a norm run by
+    # TorchScript's static runtime outside the dispatcher.
+    "quantized-layer-norm-on-qint32-with-torch-functions-off": (EX2, "layer_norm", QUANTIZED + """
+def layer_norm(x, weight, bias, eps=1e-5):
+    ops = getattr(torch.ops, 'quan' + 'tized')
+    with getattr(torch, '_' + 'C').DisableTorchFunction():
+        y = getattr(ops, 'layer' + '_norm')(fine(x), [x.shape[-1]], weight.float(), bias.float(), eps, OUT, 0)
+    return y.dequantize().to(x.dtype)
+""", HELD_OR_STOPPED),
+    "quantized-layer-norm-on-quint8-beside-its-own-answer": (EX2, "layer_norm", QUANTIZED + """
+def layer_norm(x, weight, bias, eps=1e-5):
+    ops = getattr(torch.ops, 'quan' + 'tized')
+    y = getattr(ops, 'layer' + '_norm')(coarse(x), [x.shape[-1]], weight.float(), bias.float(), eps, 0.05, 128)
+    return own(x, weight, bias, eps) + 0 * y.dequantize().to(x.dtype)
+""", HELD_OR_STOPPED),
+    "quantized-layer-norm-kernel-fetched-while-the-cells-run": (EX2, "layer_norm", QUANTIZED + """
+core = getattr(torch, '_' + 'C')
+kernel = getattr(core, '_dispatch_get_computed' + '_kernel_for_dispatch_key')(
+    'quan' + 'tized::layer' + '_norm', getattr(core, 'Dispatch' + 'Key').QuantizedCPU)
+def layer_norm(x, weight, bias, eps=1e-5):
+    qx = fine(x)
+    keys = getattr(core, '_dispatch' + '_keys')(qx)
+    return kernel.call_boxed(keys, qx, [x.shape[-1]], weight.float(), bias.float(), eps, OUT, 0).dequantize().to(x.dtype)
+""", HELD_OR_STOPPED),
+    "quantized-layer-norm-redispatched-by-a-name-found-at-run-time": (EX2, "layer_norm", QUANTIZED + """
+core = getattr(torch, '_' + 'C')
+def layer_norm(x, weight, bias, eps=1e-5):
+    found = [name for name in getattr(core, '_dispatch_get_all' + '_op_names')()
+             if name.startswith('quan') and name.endswith('::layer' + '_norm')][0]
+    space, _, name = found.partition('::')
+    op = getattr(getattr(torch.ops, space), name).default
+    keys = getattr(core, 'DispatchKey' + 'Set')(getattr(core, 'Dispatch' + 'Key').QuantizedCPU)
+    return op.redispatch(keys, fine(x), [x.shape[-1]], weight.float(), bias.float(), eps, OUT, 0).dequantize().to(x.dtype)
+""", HELD_OR_STOPPED),
+    "quantized-layer-norm-through-a-boxed-call": (EX2, "layer_norm", QUANTIZED + """
+core = getattr(torch, '_' + 'C')
+def layer_norm(x, weight, bias, eps=1e-5):
+    handle = getattr(core, '_dispatch_find_schema' + '_or_throw')('quan' + 'tized::layer' + '_norm', '')
+    y = getattr(core, '_dispatch_call' + '_boxed')(handle, fine(x), [x.shape[-1]], weight.float(), bias.float(), eps,
+                                                   OUT, 0)
+    return y.dequantize().to(x.dtype)
+""", HELD_OR_STOPPED),
+    "quantized-group-norm-in-disguise": (EX2, "layer_norm", QUANTIZED + """
+def layer_norm(x, weight, bias, eps=1e-5):
+    ops = getattr(torch.ops, 'quan' + 'tized')
+    rows = fine(x.reshape(-1, 1, x.shape[-1]))
+    y = getattr(ops, 'group' + '_norm')(rows, 1, None, None, eps, OUT, 0).dequantize().to(x.dtype)
+    return y.reshape(x.shape) * weight + bias
+""", HELD_OR_STOPPED),
+    "quantized-instance-norm-in-disguise": (EX2, "layer_norm", QUANTIZED + """
+def layer_norm(x, weight, bias, eps=1e-5):
+    ops = getattr(torch.ops, 'quan' + 'tized')
+    rows = fine(x.reshape(1, -1, x.shape[-1]))
+    y = getattr(ops, 'instance' + '_norm')(rows, None, None, eps, OUT, 0).dequantize().to(x.dtype)
+    return y.reshape(x.shape) * weight + bias
+""", HELD_OR_STOPPED),
+    "quantized-layer-norm-inside-an-operator-of-its-own": (EX2, "layer_norm", QUANTIZED + """
+library = getattr(getattr(torch, '_' + 'C'), '_dispatch' + '_library')('DEF', 'mine', '')
+library.define('scaled(Tensor x, Tensor w, Tensor b, float eps) -> Tensor')
+library.impl('scaled', 'CPU', lambda x, w, b, eps: getattr(getattr(torch.ops, 'quan' + 'tized'), 'layer' + '_norm')(
+    fine(x), [x.shape[-1]], w.float(), b.float(), eps, OUT, 0).dequantize().to(x.dtype))
+def layer_norm(x, weight, bias, eps=1e-5):
+    return torch.ops.mine.scaled(x, weight, bias, eps)
+""", HELD_OR_STOPPED),
+    "layer-norm-inside-an-operator-of-its-own": (EX2, "layer_norm", """
+library = getattr(getattr(torch, '_' + 'C'), '_dispatch' + '_library')('DEF', 'own', '')
+library.define('own_norm(Tensor x, Tensor w, Tensor b, float eps) -> Tensor')
+library.impl('own_norm', 'CompositeImplicitAutograd',
+             lambda x, w, b, eps: getattr(F, 'layer' + '_norm')(x, (x.shape[-1],), w, b, eps))
+def layer_norm(x, weight, bias, eps=1e-5):
+    return torch.ops.own.own_norm(x, weight, bias, eps)
+""", HELD_OR_STOPPED),
+    "static-runtime-layer-norm": (EX2, "layer_norm", """
+GRAPH = ('graph(%x : Tensor, %w : Tensor, %b : Tensor, %shape : int[], %eps : float):\\n'
+         '  %t : bool = prim::Constant[value=1]()\\n'
+         '  %y : Tensor = aten::layer_norm(%x, %shape, %w, %b, %eps, %t)\\n'
+         '  return (%y)\\n')
+core = getattr(torch, '_' + 'C')
+def layer_norm(x, weight, bias, eps=1e-5):
+    module = getattr(core, '_jit_to_static' + '_module')(getattr(core, 'parse' + '_ir')(GRAPH))
+    return module(x, weight, bias, [x.shape[-1]], eps)
+""", HELD_OR_STOPPED),
+    "quantized-batch-norm-on-the-rows": (EX5, "rms_norm", QUANTIZED + """
+def rms_norm(x, weight, eps=1e-6):
+    rows = x.reshape(1, -1, x.shape[-1])
+    count = rows.shape[1]
+    ops = getattr(torch.ops, 'quan' + 'tized')
+    y = getattr(ops, 'batch' + '_norm')(fine(rows), torch.ones(count), torch.zeros(count), torch.zeros(count),
+                                        (rows.float() ** 2).mean(-1)[0], eps, OUT, 0)
+    return y.dequantize().to(x.dtype).reshape(x.shape) * weight
+""", HELD_OR_STOPPED),
+    "fused-rms-norm-redispatched-to-its-cpu-kernel": (EX5, "rms_norm", """
+core = getattr(torch, '_' + 'C')
+def rms_norm(x, weight, eps=1e-6):
+    op = getattr(torch.ops.aten, '_fused_' + 'rms_norm').default
+    keys = getattr(core, 'DispatchKey' + 'Set')(getattr(core, 'Dispatch' + 'Key').CPU)
+    return op.redispatch(keys, x, [x.shape[-1]], weight, eps)[0]
+""", HELD_OR_STOPPED),
+    # 1b. Threads again, whatever starts them, and autograd in the main thread when they fail.
+    "autograd-in-a-thread-with-a-fallback-in-the-main-thread": (EX2, "layer_norm_forward_backward",
+                                                                OWN_LN + AUTOGRAD_BACKWARD + HIDE + """
+def layer_norm_backward(dout, cache):
+    box = {}
+    try:
+        worker = load('thr' + 'eading').Thread(target=lambda: box.update(g=grads_by_autograd(dout, cache)))
+        worker.start(); worker.join()
+    except Exception:
+        box['g'] = grads_by_autograd(dout, cache)
+    return box['g']
+""", HELD_OR_STOPPED),
+    "autograd-in-a-timer-thread": (EX2, "layer_norm_forward_backward", OWN_LN + AUTOGRAD_BACKWARD + HIDE + """
+def layer_norm_backward(dout, cache):
+    box = {}
+    timer = load('thr' + 'eading').Timer(0, lambda: box.update(g=grads_by_autograd(dout, cache)))
+    timer.start(); timer.join()
+    return box['g']
+""", HELD_OR_STOPPED),
+    "autograd-in-a-thread-pool-of-multiprocessing": (EX2, "layer_norm_forward_backward",
+                                                     OWN_LN + AUTOGRAD_BACKWARD + HIDE + """
+def layer_norm_backward(dout, cache):
+    pool = load('multiprocessing.du' + 'mmy', fromlist=['__name__']).Pool(1)
+    return pool.apply(grads_by_autograd, (dout, cache))
+""", HELD_OR_STOPPED),
+    "autograd-in-a-process-pool": (EX2, "layer_norm_forward_backward", OWN_LN + AUTOGRAD_BACKWARD + HIDE + """
+def layer_norm_backward(dout, cache):
+    pool = load('concurrent.fut' + 'ures', fromlist=['__name__']).ProcessPoolExecutor(1)
+    return pool.submit(grads_by_autograd, dout, cache).result()
+""", HELD_OR_STOPPED),
     # 4. IPython lines do not hide a cell from the scan.
     "magic-line-hides-a-direct-reach": (EX2, "layer_norm", """%matplotlib inline
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -256,6 +396,26 @@ def rms_norm(x, weight, eps=1e-6):
 """, {"forbidden"}),
 }
 
+
+
+@pytest.mark.parametrize("name, tag", [
+    ("aten::layer_norm", "layer_norm"), ("aten.layer_norm.default", "layer_norm"), ("layer_norm.default", "layer_norm"),
+    ("quantized.layer_norm.default", "layer_norm"), ("quantized::layer_norm", "layer_norm"),
+    ("_fused_rms_norm", "rms_norm"), ("native_batch_norm_backward", "batch_norm"), ("cudnn_batch_norm", "batch_norm"),
+    ("miopen_batch_norm", "batch_norm"), ("_native_batch_norm_legit", "batch_norm"), ("batch_norm_elemt", "batch_norm"),
+    ("onednn::qbatch_norm2d", "batch_norm"), ("quantized::group_norm", "group_norm"),
+    ("quantized.instance_norm.default", "instance_norm"), ("LayerNorm", "layer_norm"), ("BatchNorm1d", "batch_norm"),
+    ("SyncBatchNorm", "batch_norm"), ("RMSNorm", "rms_norm"), ("GroupNorm", "group_norm"),
+    ("InstanceNorm2d", "instance_norm"), ("fused_layernorm", "layer_norm"),
+    ("norm", None), ("aten::linalg_vector_norm", None), ("renorm", None), ("frobenius_norm", None),
+    ("nuclear_norm", None), ("_weight_norm_interface", None), ("aten.normal.default", None), ("native_norm", None),
+    ("embedding_renorm_", None), ("spectral_norm", None), ("clip_grad_norm_", None), ("local_response_norm", None),
+    ("LocalResponseNorm", None), ("normalize", None), ("_foreach_norm", None),
+])
+def test_a_norm_of_the_family_is_named_whatever_separates_or_capitalizes_it(name, tag):
+    from autograder.sandboxed import guard
+
+    assert guard.tag_of(name) == tag
 
 def notebook(assignment, cell, source):
     return with_cell(assignment, cell, source)
@@ -322,6 +482,9 @@ def test_no_attack_is_reported_as_a_grader_error(rules_graded):
     ("imports-the-worker-modules-again", "imports autograder"),
     ("captures-a-kernel-while-the-cells-run", "which this task forbids"),
     ("refs-native-layer-norm", "PyTorch's Python implementation"),
+    ("static-runtime-layer-norm", "runs operators outside the grader's sight"),
+    ("quantized-layer-norm-on-qint32-with-torch-functions-off", "which this task forbids"),
+    ("quantized-batch-norm-on-the-rows", "which this task forbids"),
 ])
 def test_the_sandbox_names_what_it_refused(rules_graded, attack, words):
     _, results = rules_graded[RULE_ATTACKS[attack][0]]

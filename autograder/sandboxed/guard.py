@@ -54,7 +54,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.sandboxed.wire import EVIDENCE_TAGS
 
-FAMILY = re.compile(r"(^|_|::)(layer|batch|group|instance|rms)_norm")
+# A norm of the family in any operator or function name, whatever separates its parts: ``aten::layer_norm``,
+# ``quantized.layer_norm.default``, ``_fused_rms_norm``, ``onednn::qbatch_norm2d`` (q for quantized), ``BatchNorm1d``
+# and ``RMSNorm`` once camel case is split. Not ``norm``, ``renorm``, ``linalg_vector_norm``, ``weight_norm``.
+FAMILY = re.compile(r"(?<![a-z])q?(layer|batch|group|instance|rms)_?norm")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 NORM_TAGS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 # PyTorch's own Python implementations of operators: references, decompositions, primitives, meta
 # functions and functorch. A student has no use for them; they contain a norm's forward and backward.
@@ -75,10 +79,10 @@ class Refused(ValueError):
     """
 
 
-def tag_of(name: str) -> str | None:
+def tag_of(name: str, _family=FAMILY.search, _camel=_CAMEL.sub) -> str | None:
     """The norm tag an operator or function name belongs to (``"layer_norm"``...), or None."""
-    found = FAMILY.search(name)
-    return found.group(2) + "_norm" if found else None
+    found = _family(str.lower(_camel("_", name)))
+    return found.group(1) + "_norm" if found else None
 
 
 def refusal_message(what: str) -> str:
@@ -713,51 +717,113 @@ def code_recorder():
 
 # --- 5. recording kernels ------------------------------------------------------------------------
 
-# Where the family's kernels live. An alias key's kernel is captured through a runtime key it fills in.
-RECORDED_KEYS = {"CPU": "CPU", "QuantizedCPU": "QuantizedCPU", "SparseCPU": "SparseCPU", "SparseCsrCPU": "SparseCsrCPU",
-                 "CompositeExplicitAutograd": "CPU", "CompositeExplicitAutogradNonFunctional": "CPU",
-                 "CompositeImplicitAutograd": "AutogradCPU"}
-# Keys whose kernels Python cannot capture (no DispatchKey member): refused instead. Nothing honest here
-# makes an mkldnn or nested tensor.
-REFUSED_KEYS = ("MkldnnCPU", "NestedTensorCPU", "CompositeImplicitAutogradNestedTensor")
+# Keys whose kernels pass a call on to the keys below them (autograd's, tracing, autocast, views,
+# functionalization) or compute only shapes (Meta): every call still ends in a kernel that computes.
+PASSING_ON = re.compile(r"(Autograd|Autocast)\w*|Tracer|ADInplaceOrView|Functionalize|Meta|BackendSelect|Python\w*")
+# An alias key's kernel is captured through a runtime key it fills in (one without a kernel of its own).
+THROUGH = {"CompositeImplicitAutograd": ("CPU", "AutogradCPU", "QuantizedCPU"),
+           "CompositeExplicitAutograd": ("CPU", "QuantizedCPU", "SparseCPU", "SparseCsrCPU"),
+           "CompositeExplicitAutogradNonFunctional": ("CPU", "QuantizedCPU", "SparseCPU", "SparseCsrCPU"),
+           "FuncTorchBatchedDecomposition": ("FuncTorchBatched",),
+           "CompositeImplicitAutogradNestedTensor": ("NestedTensorCPU", "AutogradNestedTensor")}
+_REGISTERED = re.compile(r"(\w+)(?:\[alias\])?: registered at (.*?)(?: :: |$)")
+# TorchScript's own native implementations, run without the dispatcher: the static runtime runs
+# ``aten::layer_norm`` straight into its CPU code, and the TensorExpr compiler lowers a graph's
+# norms to loops of its own. No honest answer builds either. (``module`` -> entry points)
+OUTSIDE_THE_DISPATCHER = {"torch._C": ("_jit_to_static_module", "_fuse_to_static_module", "StaticModule",
+                                       "_jit_override_can_fuse_on_cpu", "_jit_override_can_fuse_on_cpu_legacy"),
+                          "torch._C._te": ("lower", "TensorExprKernel")}
 
 
 def recording_kernels(record) -> list:
-    """Give every operator of the normalization family a kernel that calls ``record(tag)``, then the
-    operator's own kernel, captured here before any student code (so results are PyTorch's, bit for bit).
+    """Give every operator of the normalization family, in every namespace the dispatcher lists
+    (``aten``, ``quantized``, ``onednn``...), on every key it has a kernel of its own for, a kernel
+    that calls ``record(tag)``, then the operator's own kernel, captured here before any student code
+    (so results are PyTorch's, bit for bit); a kernel that cannot be captured is replaced by one
+    that records and refuses.
 
     The dispatch mode sees an operator only when it is dispatched through the Python key; a kernel
     fetched by its key and called with an explicit key set (``torch.library.get_kernel(...).call_boxed``,
     ``OpOverload.redispatch``) skips that key, and two norms (``rms_norm``, ``_fused_rms_norm``)
     decompose above it into pow, mean and rsqrt. The kernels themselves are where every route ends.
     The originals live only in these closures, which the dispatcher holds: no Python object points
-    at them. Returns the registrations, which must stay alive.
+    at them. TorchScript's entry points that run a norm without the dispatcher refuse. Returns the
+    registrations, which must stay alive.
+
+    An operator a learner defines at cell time (``torch.library``) runs the learner's own Python,
+    whose operators reach these kernels like any other call.
     """
     import warnings
 
-    library = torch._C._dispatch_library("IMPL", "aten", "")
+    libraries: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is the point
         for qualified in torch._C._dispatch_get_all_op_names():
             tag = tag_of(qualified)
-            namespace, _, name = qualified.partition("::")
-            if not tag or namespace != "aten":
+            if not tag:
                 continue
-            for key, runtime in RECORDED_KEYS.items():
-                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
-                    original = torch._C._dispatch_get_computed_kernel_for_dispatch_key(
-                        qualified, getattr(torch._C.DispatchKey, runtime))
-                    library.impl(name, key, _recording(record, tag, original), True)
-            for key in REFUSED_KEYS:
-                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
-                    library.impl(name, key, _refusing(record, tag, qualified))
-    return [library]
+            namespace, _, name = qualified.partition("::")
+            own = _own_kernels(qualified)
+            for key, where in own.items():
+                if PASSING_ON.fullmatch(key):
+                    continue
+                if namespace not in libraries:
+                    libraries[namespace] = torch._C._dispatch_library("IMPL", namespace, "")
+                original = _captured(qualified, key, where, own)
+                if original is None:
+                    libraries[namespace].impl(name, key, _refusing(record, tag, qualified, key))
+                else:
+                    libraries[namespace].impl(name, key, _recording(record, tag, original), True)
+    _refuse_outside_the_dispatcher()
+    return list(libraries.values())
 
 
-def _refusing(record, tag: str, qualified: str):
+def _own_kernels(qualified: str) -> dict:
+    """key -> where its kernel was registered, for every key ``qualified`` has a kernel of its own for
+    (fallthroughs and backend fallbacks are not its own), as the dispatcher lists them."""
+    own = {}
+    for line in torch._C._dispatch_dump(qualified).splitlines():
+        found = _REGISTERED.match(line)
+        if found and found.group(1) != "debug":
+            own[found.group(1)] = found.group(2)
+    return own
+
+
+def _captured(qualified: str, key: str, where: str, own: dict):
+    """The kernel registered for ``key`` (at ``where``), as a kernel Python can call; None if it cannot be
+    captured (checked: the captured kernel says it was registered where the dispatcher says)."""
+    try:
+        alias = torch._C._dispatch_is_alias_key(torch._C._dispatch_key_parse(key))
+        for runtime in (THROUGH.get(key, ()) if alias else (key,)):
+            if alias and runtime in own:
+                continue  # a kernel of its own there, not the alias's
+            kernel = torch._C._dispatch_get_computed_kernel_for_dispatch_key(
+                qualified, torch._C._dispatch_key_parse(runtime))
+            if f"registered at {where}" in repr(kernel):
+                return kernel
+    except RuntimeError:  # a key Python cannot name, or no kernel there
+        pass
+    return None
+
+
+def _refuse_outside_the_dispatcher() -> None:
+    """Replace TorchScript's entry points that bypass the dispatcher, wherever a module holds them."""
+    entries = {id(entry): (entry, f"{module}.{name}") for module, names in OUTSIDE_THE_DISPATCHER.items()
+               for name in names if (entry := getattr(sys.modules.get(module), name, None)) is not None}
+    _replace_everywhere([entry for entry, _ in entries.values()], lambda entry: _entry_refusal(entries[id(entry)][1]))
+
+
+def _entry_refusal(name: str):
+    def refuse(*args, **kwargs):
+        raise Refused(f"the grader's sandbox refuses this: {name} runs operators outside the grader's sight")
+
+    return refuse
+
+
+def _refusing(record, tag: str, qualified: str, key: str):
     def kernel(*args, **kwargs):
         record(tag)
-        raise Refused(refusal_message(f"PyTorch's {qualified} operator on an mkldnn or nested tensor"))
+        raise Refused(refusal_message(f"PyTorch's {qualified} operator (its {key} kernel)"))
 
     return kernel
 
