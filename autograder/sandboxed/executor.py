@@ -13,6 +13,7 @@ error answer for that request; the worker goes on.
 from __future__ import annotations
 
 import io
+import linecache
 import sys
 
 import torch
@@ -100,6 +101,13 @@ def cell_line(error: BaseException):
     return traceback.tb_next.tb_lineno if traceback is not None and traceback.tb_next is not None else None
 
 
+def remember_source(filename: str, source: str) -> None:
+    """Put ``source`` in ``linecache`` under ``filename`` as IPython puts a cell's: no modification time, so
+    ``linecache.checkcache`` keeps it (there is no file to compare it with)."""
+    lines = [line + "\n" for line in source.splitlines()]
+    linecache.cache[filename] = (len(source), None, lines, filename)
+
+
 class Executor:
     """One submission's namespace, and the request handlers the grader drives it with."""
 
@@ -152,11 +160,18 @@ class Executor:
         return answer
 
     def compile_cells(self, cells: list) -> list:
-        """Each cell's code object, or the error compiling it raised (all compiled before any runs)."""
+        """Each cell's code object, or the error compiling it raised (all compiled before any runs).
+
+        Each cell's text is registered with ``linecache`` under its filename, as IPython does, so
+        that what reads a function's source back (``inspect.getsource``, TorchScript's compiler,
+        a traceback quoting the line) finds it here as it does in Jupyter.
+        """
         compiled = []
         for cell in cells:
+            filename = f"<cell {cell['label']}>"
             try:
-                compiled.append((cell["label"], compile(cell["source"], f"<cell {cell['label']}>", "exec")))
+                remember_source(filename, cell["source"])
+                compiled.append((cell["label"], compile(cell["source"], filename, "exec")))
             except BaseException as error:  # SyntaxError, or a source nested too deeply to compile
                 compiled.append((cell["label"], error))
         return compiled
