@@ -2219,12 +2219,13 @@ class DyT(nn.Module):
         return dynamic_tanh(x, self.alpha, self.weight, self.bias)
 '''})
 
-EX6_SCRIPT_MODULE = Honest("ex6-scriptmodule-dyt", EX6,
-    "DyT as a torch.jit.ScriptModule whose forward is a @torch.jit.script_method, the TorchScript module API "
-    "of the PyTorch documentation (pytorch.org/docs/stable/jit.html); batch norm's backward as the "
-    "one-expression batchnorm_backward_alt of CS231n (cs231n.github.io); ReZero as the authors' "
-    "resweight (github.com/majumderb/rezero)",
-    {"batch_norm_forward_backward": '''
+EX6_SCRIPTED_MODULES = Honest("ex6-torchscript-scripted-modules", EX6,
+    "modules written so that torch.jit.script compiles them (typed forward, no Python-only constructs) and "
+    "scripted in a cell of their own, then compared with the eager modules, as the Introduction to "
+    "TorchScript tutorial does with its MyCell (pytorch.org/tutorials/beginner/Intro_to_TorchScript_tutorial"
+    ".html); batch norm's backward as the one-expression batchnorm_backward_alt of CS231n (cs231n.github.io); "
+    "ReZero's scalar written as the authors' resweight (github.com/majumderb/rezero)",
+    {"batch_norm_forward_backward": """
 def batch_norm_forward(x, gamma, beta, eps=1e-5):
     mu = x.mean(0)
     var = x.var(0, unbiased=False)
@@ -2241,27 +2242,34 @@ def batch_norm_backward(dout, cache):
     dx_norm = dout * gamma
     dx = (n * dx_norm - dx_norm.sum(0) - x_norm * (dx_norm * x_norm).sum(0)) / (n * std)
     return dx, dgamma, dbeta
-''', "ReZeroBlock": '''
+""", "ReZeroBlock": """
 class ReZeroBlock(nn.Module):
-    def __init__(self, sublayer):
+    def __init__(self, sublayer: nn.Module):
         super().__init__()
         self.sublayer = sublayer
         self.alpha = nn.Parameter(torch.Tensor([0]).squeeze())
 
-    def forward(self, src):
+    def forward(self, src: torch.Tensor) -> torch.Tensor:
         return src + self.alpha * self.sublayer(src)
-''', "DyT": '''
-class DyT(torch.jit.ScriptModule):
+""", "DyT": """
+class DyT(nn.Module):
     def __init__(self, dim: int, alpha_init: float = 0.5):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(()) * alpha_init)
         self.weight = nn.Parameter(torch.ones(dim))
         self.bias = nn.Parameter(torch.zeros(dim))
 
-    @torch.jit.script_method
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.weight * torch.tanh(self.alpha * x) + self.bias
-'''})
+"""},
+    extra=(("DyT", """
+torch.manual_seed(0)
+eager = nn.Sequential(ReZeroBlock(nn.Linear(8, 8)), DyT(8))
+scripted = torch.jit.script(eager)
+print(scripted.code)
+x = torch.randn(3, 8)
+assert torch.allclose(scripted(x), eager(x))
+"""),))
 
 
 CORPUS: tuple[Honest, ...] = (
@@ -2272,6 +2280,6 @@ CORPUS: tuple[Honest, ...] = (
     EX3_D2L, EX3_MAKEMORE, EX3_CS231N, EX3_LERP, EX3_STUDENT,
     EX4_TORCH_LAYER, EX4_NANOGPT, EX4_ANNOTATED, EX4_BERT, EX4_STUDENT, EX4_CONTAINER_SUBCLASSES,
     EX5_META, EX5_HF, EX5_T5, EX5_LLAMA2C, EX5_STUDENT_CACHE, EX5_STUDENT_EINSUM, EX5_TORCHSCRIPT,
-    EX6_CS231N, EX6_STAGED, EX6_MAKEMORE, EX6_LLMC, EX6_STUDENT, EX6_TORCHSCRIPT, EX6_SCRIPT_MODULE,
+    EX6_CS231N, EX6_STAGED, EX6_MAKEMORE, EX6_LLMC, EX6_STUDENT, EX6_TORCHSCRIPT, EX6_SCRIPTED_MODULES,
 )
 BY_NAME = {entry.name: entry for entry in CORPUS}
