@@ -85,6 +85,21 @@ CONSTRUCTORS = {
 }
 
 
+# The torch classes a structural check may ask about. ``describe`` says which of them a module is an
+# instance of, read from its type's own method resolution order: a subclass counts, a class that only
+# shares a name does not. Held here since import, so a notebook that rebinds ``nn.Linear`` changes nothing.
+KINDS = {
+    "Sequential": nn.Sequential, "ModuleList": nn.ModuleList, "Linear": nn.Linear, "ReLU": nn.ReLU,
+    "GELU": nn.GELU, "Identity": nn.Identity, "LayerNorm": nn.LayerNorm,
+    "MultiheadAttention": nn.MultiheadAttention, "Dropout": nn.modules.dropout._DropoutNd,
+}
+
+
+def kinds_of(module) -> list[str]:
+    """The names, in ``KINDS``, of the torch classes ``module`` is an instance of."""
+    return [name for name, kind in KINDS.items() if issubclass(type(module), kind)]
+
+
 # Trusted stand-ins the grader may put in place of a learner's function while it checks a module
 # that calls it (``substitute``), so that a bug in the function costs only the function's task.
 # They are not callable on their own: the grader evaluates the same functions on its side.
@@ -282,12 +297,14 @@ class Executor:
         return {"value": {
             "is_module": True,
             "type": type(module).__qualname__,
+            "kinds": kinds_of(module),
             "training": bool(module.training),
             "parameters": {name: {"shape": list(p.shape), "is_parameter": isinstance(p, nn.Parameter),
                                   "requires_grad": bool(p.requires_grad)}
                            for name, p in module.named_parameters()},
             "buffers": {name: list(b.shape) for name, b in module.named_buffers()},
             "modules": {name: type(m).__qualname__ for name, m in module.named_modules() if name},
+            "module_kinds": {name: kinds_of(m) for name, m in module.named_modules() if name},
             "attributes": {k: v for k, v in vars(module).items()
                            if not k.startswith("_") and type(v) in (int, float, bool, str)},
             "parameter_ids": [id(p) for _, p in module.named_parameters(remove_duplicate=False)],
