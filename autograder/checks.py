@@ -211,7 +211,12 @@ class Submission:
         return self.request("getattr", target=obj, path=path)["value"]
 
     def describe(self, obj) -> dict:
-        """Class, training flag, parameters (shape, is nn.Parameter), buffers, submodules, attributes."""
+        """Class, training flag, parameters (shape, is nn.Parameter), buffers, submodules, attributes.
+
+        ``kinds`` (and ``module_kinds``, per submodule) name the torch classes of the worker's fixed
+        list (``executor.KINDS``) the module is an instance of: what a structural check tests, never
+        the class's name (``type``, for messages only).
+        """
         return self.request("describe", target=obj)["value"]
 
     def state_dict(self, obj) -> dict:
@@ -225,6 +230,14 @@ class Submission:
 
     def train(self, obj, mode: bool = True) -> None:
         self.request("train", target=obj, mode=bool(mode))
+
+
+def is_a(description: dict, kind: str, path: str | None = None) -> bool:
+    """Whether a module the worker described (``Submission.describe``), or its submodule at ``path``, is an
+    instance of ``nn.<kind>`` (a name of ``executor.KINDS``): a subclass is one, a class of the same name is not.
+    What the worker says is the learner's answer; anything but a list of names is no."""
+    kinds = description.get("kinds") if path is None else (description.get("module_kinds") or {}).get(path)
+    return type(kinds) is list and kind in kinds
 
 
 def assert_close(actual, expected: torch.Tensor, what: str, atol: float = 1e-5, rtol: float = 1e-4,

@@ -243,6 +243,97 @@ print(f"took {time.perf_counter() - start:.2f} s")
 ''')), student=True)
 
 
+EX1_SEQUENTIAL_SUBCLASS = Honest("ex1-torchvision-mlp-sequential-subclass", EX1,
+    "torchvision's MLP, a subclass of nn.Sequential that builds its layers in __init__ and hands them to "
+    "super().__init__(*layers) (github.com/pytorch/vision, torchvision/ops/misc.py); "
+    "from __future__ import annotations with type hints everywhere, as torchvision's own modules write them",
+    {"ResidualBlock": '''
+from __future__ import annotations
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, sublayer: nn.Module) -> None:
+        super().__init__()
+        self.sublayer = sublayer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.sublayer(x)
+''', "make_mlp": '''
+class ResidualMLP(nn.Sequential):
+    """depth blocks of Linear -> ReLU -> Linear, each wrapped in a ResidualBlock when residual is set."""
+
+    def __init__(self, depth: int, dim: int, residual: bool = True) -> None:
+        layers: list[nn.Module] = []
+        for _ in range(depth):
+            branch = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+            layers.append(ResidualBlock(branch) if residual else branch)
+        super().__init__(*layers)
+        self.depth, self.dim, self.residual = depth, dim, residual
+
+    def extra_repr(self) -> str:
+        return f"depth={self.depth}, dim={self.dim}, residual={self.residual}"
+
+
+def make_mlp(depth: int, dim: int, residual: bool) -> nn.Sequential:
+    return ResidualMLP(depth, dim, residual)
+''', "input_grad_norm": '''
+def input_grad_norm(model: nn.Module, x: torch.Tensor) -> float:
+    x = x.detach().requires_grad_()
+    (dx,) = torch.autograd.grad(model(x).sum(), (x,))
+    return float(dx.norm())
+'''})
+
+EX1_CASTED_LINEAR = Honest("ex1-casted-linear-and-config-dataclass", EX1,
+    "modded-nanogpt's CastedLinear, a subclass of nn.Linear whose forward casts the weight to the input's "
+    "dtype (github.com/KellerJordan/modded-nanogpt, train_gpt.py), with nn.Linear's own initialization "
+    "kept; the sizes in a config dataclass as nanoGPT's GPTConfig holds them (github.com/karpathy/nanoGPT, "
+    "model.py)",
+    {"ResidualBlock": '''
+class ResidualBlock(nn.Module):
+    def __init__(self, sublayer):
+        super().__init__()
+        self.sublayer = sublayer
+
+    def forward(self, x):
+        return x + self.sublayer(x)
+''', "make_mlp": '''
+from dataclasses import dataclass
+
+
+@dataclass
+class MLPConfig:
+    depth: int = 4
+    dim: int = 64
+    residual: bool = True
+
+
+class CastedLinear(nn.Linear):
+    """nn.Linear whose parameters take the input's dtype when they are used."""
+
+    def forward(self, x):
+        bias = None if self.bias is None else self.bias.type_as(x)
+        return F.linear(x, self.weight.type_as(x), bias)
+
+
+def sublayer(config: MLPConfig) -> nn.Sequential:
+    return nn.Sequential(CastedLinear(config.dim, config.dim), nn.ReLU(), CastedLinear(config.dim, config.dim))
+
+
+def make_mlp(depth, dim, residual):
+    config = MLPConfig(depth=depth, dim=dim, residual=residual)
+    blocks = []
+    for _ in range(config.depth):
+        block = sublayer(config)
+        blocks.append(ResidualBlock(block) if config.residual else block)
+    return nn.Sequential(*blocks)
+''', "input_grad_norm": '''
+def input_grad_norm(model, x):
+    leaf = x.detach().clone().requires_grad_(True)
+    grad = torch.autograd.grad(model(leaf).sum(), leaf)[0]
+    return grad.pow(2).sum().sqrt().item()
+'''})
+
+
 # --- ex2_layernorm: layer_norm, LayerNorm, layer_norm_forward / layer_norm_backward ------------------------
 
 EX2 = "ex2_layernorm"
@@ -670,6 +761,140 @@ for name, p in ln.named_parameters():
     print(name, p.shape, p)
 print(ln.state_dict())
 '''),), student=True)
+
+
+EX2_TORCHSCRIPT = Honest("ex2-torchscript-helpers-namedtuple-cache", EX2,
+    "timm's jit-scripted helpers, a @torch.jit.script function for the arithmetic and a thin Python "
+    "wrapper or module around it, and a scripted forward/backward pair as its swish_jit_fwd/swish_jit_bwd "
+    "(github.com/huggingface/pytorch-image-models, timm/layers/activations_jit.py and activations_me.py); "
+    "the cache a typing.NamedTuple, as torch.return_types and transformers' ModelOutput name their fields",
+    {"layer_norm": '''
+@torch.jit.script
+def layer_norm_jit(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    mean = x.mean(-1, keepdim=True)
+    centred = x - mean
+    var = centred.pow(2).mean(-1, keepdim=True)
+    return centred * torch.rsqrt(var + eps) * weight + bias
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    return layer_norm_jit(x, weight, bias, float(eps))
+''', "LayerNorm": '''
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+''', "layer_norm_forward_backward": '''
+from typing import NamedTuple
+
+
+class LayerNormCache(NamedTuple):
+    x_hat: torch.Tensor  # (..., D), the normalized input
+    rstd: torch.Tensor  # (..., 1), 1 / sqrt(var + eps)
+    weight: torch.Tensor  # (D,)
+
+
+@torch.jit.script
+def layer_norm_jit_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + eps)
+    x_hat = (x - mean) * rstd
+    return x_hat * weight + bias, x_hat, rstd
+
+
+@torch.jit.script
+def layer_norm_jit_bwd(dout: torch.Tensor, x_hat: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor):
+    d = dout.size(-1)
+    dweight = (dout * x_hat).reshape(-1, d).sum(0)
+    dbias = dout.reshape(-1, d).sum(0)
+    g = dout * weight
+    dx = rstd * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    return dx, dweight, dbias
+
+
+def layer_norm_forward(x, weight, bias, eps=1e-5):
+    out, x_hat, rstd = layer_norm_jit_fwd(x, weight, bias, float(eps))
+    return out, LayerNormCache(x_hat, rstd, weight)
+
+
+def layer_norm_backward(dout, cache: LayerNormCache):
+    return layer_norm_jit_bwd(dout, cache.x_hat, cache.rstd, cache.weight)
+'''})
+
+EX2_CONVNEXT = Honest("ex2-convnext-layernorm-singledispatch", EX2,
+    "ConvNeXt's LayerNorm (github.com/facebookresearch/ConvNeXt, models/convnext.py): u = x.mean, s = (x - u)"
+    ".pow(2).mean, x = (x - u) / torch.sqrt(s + eps), then weight * x + bias, its channels_first arithmetic "
+    "taken over the last dimension and a data_format attribute kept; from __future__ import annotations, "
+    "string annotations, and functools.singledispatch to accept an int or a sequence as normalized_shape, "
+    "registered by annotation as the Python docs show (docs.python.org/3/library/functools.html)",
+    {"layer_norm": '''
+from __future__ import annotations
+
+
+def layer_norm(x: "torch.Tensor", weight: "torch.Tensor", bias: "torch.Tensor", eps: float = 1e-5) -> "torch.Tensor":
+    u = x.mean(-1, keepdim=True)
+    s = (x - u).pow(2).mean(-1, keepdim=True)
+    x = (x - u) / torch.sqrt(s + eps)
+    return weight * x + bias
+''', "LayerNorm": '''
+from collections.abc import Sequence
+from functools import singledispatch
+
+
+@singledispatch
+def as_shape(normalized_shape) -> tuple[int, ...]:
+    raise TypeError(f"normalized_shape should be an int or a sequence of ints, not {normalized_shape!r}")
+
+
+@as_shape.register
+def _(normalized_shape: int) -> tuple[int, ...]:
+    return (normalized_shape,)
+
+
+@as_shape.register
+def _(normalized_shape: Sequence) -> tuple[int, ...]:
+    return tuple(int(n) for n in normalized_shape)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, data_format: str = "channels_last") -> None:
+        super().__init__()
+        self.normalized_shape = as_shape(normalized_shape)
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(self.normalized_shape))
+        self.eps = eps
+        self.data_format = data_format
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+''', "layer_norm_forward_backward": '''
+def layer_norm_forward(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    u = x.mean(-1, keepdim=True)
+    s = (x - u).pow(2).mean(-1, keepdim=True)
+    inv_std = 1.0 / torch.sqrt(s + eps)
+    x_hat = (x - u) * inv_std
+    return weight * x_hat + bias, {"x_hat": x_hat, "inv_std": inv_std, "weight": weight}
+
+
+def layer_norm_backward(
+    dout: torch.Tensor, cache: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x_hat, inv_std, weight = cache["x_hat"], cache["inv_std"], cache["weight"]
+    rows = dout.reshape(-1, dout.shape[-1])
+    dbias = rows.sum(0)
+    dweight = (rows * x_hat.reshape(rows.shape)).sum(0)
+    dx_hat = dout * weight
+    dx = inv_std * (dx_hat - dx_hat.mean(-1, keepdim=True)
+                    - x_hat * (dx_hat * x_hat).mean(-1, keepdim=True))
+    return dx, dweight, dbias
+'''})
 
 
 # --- ex3_batchnorm: batch_norm, BatchNorm1d ---------------------------------------------------------------
@@ -1280,6 +1505,109 @@ for cls in tqdm((PreNormBlock, PostNormBlock)):
 ''')), student=True)
 
 
+EX4_CONTAINER_SUBCLASSES = Honest("ex4-openclip-layernorm-and-layerdrop-list", EX4,
+    "OpenCLIP's LayerNorm, a subclass of nn.LayerNorm that casts the result back to the input's dtype "
+    "(github.com/mlfoundations/open_clip, src/open_clip/transformer.py) for norm1 and norm2; fairseq's LayerDropModuleList, a "
+    "subclass of nn.ModuleList whose iterator skips each layer with probability p, p = 0 here "
+    "(github.com/facebookresearch/fairseq, fairseq/modules/layer_drop.py); the feed-forward a subclass of "
+    "nn.Sequential as torchvision's MLP (torchvision/ops/misc.py); the sizes in a dataclass",
+    {"PostNormBlock": '''
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    d_model: int
+    n_heads: int
+    d_ff: int
+
+
+class LayerNorm(nn.LayerNorm):
+    """Subclass torch's LayerNorm to cast back to the input's dtype."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        orig_type = x.dtype
+        x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.to(orig_type)
+
+
+class FeedForward(nn.Sequential):
+    """Linear(d_model, d_ff) -> GELU -> Linear(d_ff, d_model)."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+
+class PostNormBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.config = BlockConfig(d_model, n_heads, d_ff)
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+
+    def attention(self, x: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        return self.attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
+
+    def forward(self, x: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        x = self.norm1(x + self.attention(x, attn_mask))
+        return self.norm2(x + self.ffn(x))
+''', "PreNormBlock": '''
+class PreNormBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.config = BlockConfig(d_model, n_heads, d_ff)
+        self.norm1 = LayerNorm(d_model)
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.norm2 = LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, d_ff)
+
+    def attention(self, q_x: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        return self.attn(q_x, q_x, q_x, attn_mask=attn_mask, need_weights=False)[0]
+
+    def forward(self, x: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x), attn_mask=attn_mask)
+        x = x + self.ffn(self.norm2(x))
+        return x
+''', "make_stack": '''
+class LayerDropModuleList(nn.ModuleList):
+    """An nn.ModuleList whose iterator skips each layer with probability p while training (LayerDrop)."""
+
+    def __init__(self, p: float, modules=None):
+        super().__init__(modules)
+        self.p = p
+
+    def __iter__(self):
+        keep = torch.rand(len(self)) >= self.p if self.training and self.p > 0 else None
+        for i, module in enumerate(super().__iter__()):
+            if keep is None or bool(keep[i]):
+                yield module
+
+
+class Encoder(nn.Module):
+    def __init__(self, block_cls, depth, d_model, n_heads, d_ff, layerdrop: float = 0.0):
+        super().__init__()
+        self.blocks = LayerDropModuleList(layerdrop, [block_cls(d_model, n_heads, d_ff) for _ in range(depth)])
+        self.final_norm = nn.LayerNorm(d_model) if block_cls is PreNormBlock else nn.Identity()
+
+    def forward(self, x, attn_mask=None):
+        for block in self.blocks:
+            x = block(x, attn_mask=attn_mask)
+        return self.final_norm(x)
+
+
+def make_stack(block_cls, depth, d_model, n_heads, d_ff):
+    return Encoder(block_cls, depth, d_model, n_heads, d_ff)
+''', "ffn_grad_norms": '''
+def ffn_grad_norms(stack, x, target):
+    weights = [block.ffn[2].weight for block in stack.blocks]
+    loss = F.mse_loss(stack(x), target)
+    grads = torch.autograd.grad(loss, weights)
+    return [g.norm().item() for g in grads]
+'''})
+
+
 # --- ex5_rmsnorm: rms_norm, RMSNorm -----------------------------------------------------------------------
 
 EX5 = "ex5_rmsnorm"
@@ -1490,6 +1818,38 @@ big = torch.full((2, 16), 300.0, dtype=torch.float16)
 print(rms_norm(big, torch.ones(16, dtype=torch.float16)))
 print(rms_norm(torch.randn(2, 16).bfloat16(), torch.ones(16, dtype=torch.bfloat16)).dtype)
 ''')), student=True)
+
+
+EX5_TORCHSCRIPT = Honest("ex5-modelcenter-torchscript-rms", EX5,
+    "OpenBMB ModelCenter's rms_layernorm, a @torch.jit.script function that keeps the old dtype, takes the "
+    "variance of x in float32 and multiplies by rsqrt(variance + eps) (github.com/OpenBMB/ModelCenter, "
+    "model_center/layer/layernorm.py), adapted so float64 stays float64; the module laid out as torchtune's "
+    "RMSNorm (normalized_shape kept, github.com/pytorch/torchtune, torchtune/modules/rms_norm.py) with the "
+    "contract's weight",
+    {"rms_norm": '''
+@torch.jit.script
+def rms_layernorm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    old_dtype = hidden.dtype
+    if old_dtype == torch.float16 or old_dtype == torch.bfloat16:
+        hidden = hidden.to(torch.float32)
+    variance = hidden.pow(2).mean(dim=-1, keepdim=True)
+    hidden = (hidden * torch.rsqrt(variance + eps)).to(old_dtype)
+    return hidden * weight.to(old_dtype)
+
+
+def rms_norm(x, weight, eps=1e-6):
+    return rms_layernorm(x, weight, float(eps))
+''', "RMSNorm": '''
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.normalized_shape = (dim,)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+'''})
 
 
 # --- ex6_beyond_norm: batch_norm_forward / batch_norm_backward, ReZeroBlock, DyT ---------------------------
@@ -1802,12 +2162,124 @@ print(torch.autograd.gradcheck(dyt, (xd,)))
 ''')), student=True)
 
 
+EX6_TORCHSCRIPT = Honest("ex6-torchscript-dyt-namedtuple-cache", EX6,
+    "DyT's forward as a @torch.jit.script function called by the module, the way timm wraps its scripted "
+    "activations (github.com/huggingface/pytorch-image-models, timm/layers/activations_jit.py) and the DyT "
+    "authors' parameters (alpha, weight, bias; github.com/jiachenzhu/DyT, dynamic_tanh.py); the batch-norm "
+    "cache a typing.NamedTuple with string annotations; ReZero written with type hints",
+    {"batch_norm_forward_backward": '''
+from typing import NamedTuple, Tuple
+
+
+class BNCache(NamedTuple):
+    x_hat: "torch.Tensor"  # (N, D)
+    inv_std: "torch.Tensor"  # (D,)
+    gamma: "torch.Tensor"  # (D,)
+
+
+def batch_norm_forward(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
+                       eps: float = 1e-5) -> Tuple[torch.Tensor, BNCache]:
+    mean = x.mean(dim=0)
+    var = ((x - mean) ** 2).mean(dim=0)
+    inv_std = (var + eps).rsqrt()
+    x_hat = (x - mean) * inv_std
+    return gamma * x_hat + beta, BNCache(x_hat, inv_std, gamma)
+
+
+def batch_norm_backward(dout: torch.Tensor, cache: BNCache) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x_hat, inv_std, gamma = cache
+    dbeta = dout.sum(dim=0)
+    dgamma = (dout * x_hat).sum(dim=0)
+    g = dout * gamma
+    dx = inv_std * (g - g.mean(dim=0) - x_hat * (g * x_hat).mean(dim=0))
+    return dx, dgamma, dbeta
+''', "ReZeroBlock": '''
+class ReZeroBlock(nn.Module):
+    def __init__(self, sublayer: nn.Module) -> None:
+        super().__init__()
+        self.sublayer = sublayer
+        self.alpha = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.alpha * self.sublayer(x)
+''', "DyT": '''
+@torch.jit.script
+def dynamic_tanh(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return weight * torch.tanh(alpha * x) + bias
+
+
+class DyT(nn.Module):
+    def __init__(self, dim: int, alpha_init: float = 0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dynamic_tanh(x, self.alpha, self.weight, self.bias)
+'''})
+
+EX6_SCRIPTED_MODULES = Honest("ex6-torchscript-scripted-modules", EX6,
+    "modules written so that torch.jit.script compiles them (typed forward, no Python-only constructs) and "
+    "scripted in a cell of their own, then compared with the eager modules, as the Introduction to "
+    "TorchScript tutorial does with its MyCell (pytorch.org/tutorials/beginner/Intro_to_TorchScript_tutorial"
+    ".html); batch norm's backward as the one-expression batchnorm_backward_alt of CS231n (cs231n.github.io); "
+    "ReZero's scalar written as the authors' resweight (github.com/majumderb/rezero)",
+    {"batch_norm_forward_backward": """
+def batch_norm_forward(x, gamma, beta, eps=1e-5):
+    mu = x.mean(0)
+    var = x.var(0, unbiased=False)
+    std = torch.sqrt(var + eps)
+    x_norm = (x - mu) / std
+    return gamma * x_norm + beta, (x_norm, std, gamma)
+
+
+def batch_norm_backward(dout, cache):
+    x_norm, std, gamma = cache
+    n = dout.shape[0]
+    dgamma = (dout * x_norm).sum(0)
+    dbeta = dout.sum(0)
+    dx_norm = dout * gamma
+    dx = (n * dx_norm - dx_norm.sum(0) - x_norm * (dx_norm * x_norm).sum(0)) / (n * std)
+    return dx, dgamma, dbeta
+""", "ReZeroBlock": """
+class ReZeroBlock(nn.Module):
+    def __init__(self, sublayer: nn.Module):
+        super().__init__()
+        self.sublayer = sublayer
+        self.alpha = nn.Parameter(torch.Tensor([0]).squeeze())
+
+    def forward(self, src: torch.Tensor) -> torch.Tensor:
+        return src + self.alpha * self.sublayer(src)
+""", "DyT": """
+class DyT(nn.Module):
+    def __init__(self, dim: int, alpha_init: float = 0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(()) * alpha_init)
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+"""},
+    extra=(("DyT", """
+torch.manual_seed(0)
+eager = nn.Sequential(ReZeroBlock(nn.Linear(8, 8)), DyT(8))
+scripted = torch.jit.script(eager)
+print(scripted.code)
+x = torch.randn(3, 8)
+assert torch.allclose(scripted(x), eager(x))
+"""),))
+
+
 CORPUS: tuple[Honest, ...] = (
     EX1_TORCHVISION, EX1_D2L, EX1_ORDEREDDICT, EX1_STUDENT_PRINTS, EX1_STUDENT_INSPECT,
+    EX1_SEQUENTIAL_SUBCLASS, EX1_CASTED_LINEAR,
     EX2_CS231N, EX2_STAGED, EX2_LLMC, EX2_TRANSPOSE, EX2_PAPER, EX2_STUDENT_PRINTS, EX2_STUDENT_NAMES,
+    EX2_TORCHSCRIPT, EX2_CONVNEXT,
     EX3_D2L, EX3_MAKEMORE, EX3_CS231N, EX3_LERP, EX3_STUDENT,
-    EX4_TORCH_LAYER, EX4_NANOGPT, EX4_ANNOTATED, EX4_BERT, EX4_STUDENT,
-    EX5_META, EX5_HF, EX5_T5, EX5_LLAMA2C, EX5_STUDENT_CACHE, EX5_STUDENT_EINSUM,
-    EX6_CS231N, EX6_STAGED, EX6_MAKEMORE, EX6_LLMC, EX6_STUDENT,
+    EX4_TORCH_LAYER, EX4_NANOGPT, EX4_ANNOTATED, EX4_BERT, EX4_STUDENT, EX4_CONTAINER_SUBCLASSES,
+    EX5_META, EX5_HF, EX5_T5, EX5_LLAMA2C, EX5_STUDENT_CACHE, EX5_STUDENT_EINSUM, EX5_TORCHSCRIPT,
+    EX6_CS231N, EX6_STAGED, EX6_MAKEMORE, EX6_LLMC, EX6_STUDENT, EX6_TORCHSCRIPT, EX6_SCRIPTED_MODULES,
 )
 BY_NAME = {entry.name: entry for entry in CORPUS}

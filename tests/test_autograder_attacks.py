@@ -236,6 +236,16 @@ def layer_norm_backward(dout, cache):
         frame = getattr(frame, 'f_' + 'back')
     return grads_by_autograd(dout, cache)
 """, HELD_OR_STOPPED),
+    "walks-the-frames-through-torchscripts-resolver": (EX2, "layer_norm_forward_backward", OWN_LN
+                                                       + AUTOGRAD_BACKWARD + """
+def layer_norm_backward(dout, cache):
+    resolver = getattr(torch, '_jit_' + 'internal').createResolutionCallbackFromFrame
+    for up in range(1, 12):
+        found = resolver(frames_up=up)('Mon' + 'itor')
+        if found is not None:
+            found.record = lambda self, tag: None
+    return grads_by_autograd(dout, cache)
+""", HELD_OR_STOPPED),
     "imports-the-worker-modules-again": (EX5, "rms_norm", HIDE + """
 def rms_norm(x, weight, eps=1e-6):
     guard = load('auto' + 'grader.' + 'sand' + 'boxed.guard', fromlist=['__name__'])
@@ -477,6 +487,7 @@ def test_no_attack_is_reported_as_a_grader_error(rules_graded):
 @pytest.mark.parametrize("attack, words", [
     ("autograd-in-a-thread", "can't start new thread"),
     ("walks-the-frames-to-the-monitor", "frames are not available"),
+    ("walks-the-frames-through-torchscripts-resolver", "frames are not available"),
     ("pops-the-monitor-by-a-built-name", "switch off the grader's monitor"),
     ("calls-native-code-through-ctypes", "loads native code with ctypes"),
     ("imports-the-worker-modules-again", "imports autograder"),

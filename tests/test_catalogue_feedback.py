@@ -49,6 +49,8 @@ NAMES = {
         "one-residual-block-around-the-whole-stack": "a single block, whatever the depth",
         "depth-minus-one-blocks": "one block fewer than depth",
         "returns-a-modulelist": "should return an nn.Sequential",
+        "returns-a-module-named-sequential-that-is-not-one": "should return an nn.Sequential",
+        "sublayer-of-a-module-named-linear-that-is-not-one": "named like nn.Linear or nn.ReLU",
         "mlp-list-multiplication-repeats-one-block": "some blocks share parameters",
         "first-linear-shared-by-all-blocks": "some blocks share parameters",
         "xavier-init": "weight values lie outside nn.Linear's default range",

@@ -13,6 +13,7 @@ error answer for that request; the worker goes on.
 from __future__ import annotations
 
 import io
+import linecache
 import sys
 
 import torch
@@ -93,6 +94,21 @@ CONSTRUCTORS = {
 }
 
 
+# The torch classes a structural check may ask about. ``describe`` says which of them a module is an
+# instance of, read from its type's own method resolution order: a subclass counts, a class that only
+# shares a name does not. Held here since import, so a notebook that rebinds ``nn.Linear`` changes nothing.
+KINDS = {
+    "Sequential": nn.Sequential, "ModuleList": nn.ModuleList, "Linear": nn.Linear, "ReLU": nn.ReLU,
+    "GELU": nn.GELU, "Identity": nn.Identity, "LayerNorm": nn.LayerNorm,
+    "MultiheadAttention": nn.MultiheadAttention, "Dropout": nn.modules.dropout._DropoutNd,
+}
+
+
+def kinds_of(module) -> list[str]:
+    """The names, in ``KINDS``, of the torch classes ``module`` is an instance of."""
+    return [name for name, kind in KINDS.items() if issubclass(type(module), kind)]
+
+
 # Trusted stand-ins the grader may put in place of a learner's function while it checks a module
 # that calls it (``substitute``), so that a bug in the function costs only the function's task.
 # They are not callable on their own: the grader evaluates the same functions on its side.
@@ -107,6 +123,13 @@ def cell_line(error: BaseException):
     second entry of the traceback: the first is the ``exec`` that ran it)."""
     traceback = error.__traceback__
     return traceback.tb_next.tb_lineno if traceback is not None and traceback.tb_next is not None else None
+
+
+def remember_source(filename: str, source: str) -> None:
+    """Put ``source`` in ``linecache`` under ``filename`` as IPython puts a cell's: no modification time, so
+    ``linecache.checkcache`` keeps it (there is no file to compare it with)."""
+    lines = [line + "\n" for line in source.splitlines()]
+    linecache.cache[filename] = (len(source), None, lines, filename)
 
 
 class Executor:
@@ -162,11 +185,18 @@ class Executor:
         return answer
 
     def compile_cells(self, cells: list) -> list:
-        """Each cell's code object, or the error compiling it raised (all compiled before any runs)."""
+        """Each cell's code object, or the error compiling it raised (all compiled before any runs).
+
+        Each cell's text is registered with ``linecache`` under its filename, as IPython does, so
+        that what reads a function's source back (``inspect.getsource``, TorchScript's compiler,
+        a traceback quoting the line) finds it here as it does in Jupyter.
+        """
         compiled = []
         for cell in cells:
+            filename = f"<cell {cell['label']}>"
             try:
-                compiled.append((cell["label"], compile(cell["source"], f"<cell {cell['label']}>", "exec")))
+                remember_source(filename, cell["source"])
+                compiled.append((cell["label"], compile(cell["source"], filename, "exec")))
             except BaseException as error:  # SyntaxError, or a source nested too deeply to compile
                 compiled.append((cell["label"], error))
         return compiled
@@ -277,12 +307,14 @@ class Executor:
         return {"value": {
             "is_module": True,
             "type": type(module).__qualname__,
+            "kinds": kinds_of(module),
             "training": bool(module.training),
             "parameters": {name: {"shape": list(p.shape), "is_parameter": isinstance(p, nn.Parameter),
                                   "requires_grad": bool(p.requires_grad)}
                            for name, p in module.named_parameters()},
             "buffers": {name: list(b.shape) for name, b in module.named_buffers()},
             "modules": {name: type(m).__qualname__ for name, m in module.named_modules() if name},
+            "module_kinds": {name: kinds_of(m) for name, m in module.named_modules() if name},
             "attributes": {k: v for k, v in vars(module).items()
                            if not k.startswith("_") and type(v) in (int, float, bool, str)},
             "parameter_ids": [id(p) for _, p in module.named_parameters(remove_duplicate=False)],

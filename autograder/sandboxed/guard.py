@@ -399,6 +399,32 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         name = getattr(code, "co_filename", None)
         return type(name) is str and name.startswith(grader_files)
 
+    def callers(count: int) -> list[tuple[str, str]]:
+        """``caller()`` and its callers, ``count`` frames in all (called from the hook, as ``caller`` is)."""
+        looking[0] = True
+        try:
+            found, frame = [], sys._getframe(2)
+            while frame is not None and len(found) < count:
+                found.append((frame.f_code.co_filename, frame.f_code.co_name))
+                frame = frame.f_back
+            return found
+        except ValueError:
+            return []
+        finally:
+            looking[0] = False
+
+    # TorchScript scripting a container (nn.Sequential, nn.ModuleList) defines its __len__ through
+    # ScriptModule.define, which resolves names in the frame of define's caller, and of no other:
+    # PyTorch's own frame when PyTorch calls it, the learner's own when the learner does.
+    import inspect
+
+    from torch import _jit_internal
+    from torch.jit import _script
+
+    torchscript_define = [(inspect.__file__, "currentframe"),
+                          (_jit_internal.__file__, "createResolutionCallbackFromFrame"),
+                          (_script.__file__, "define")]
+
     def frames_stay_inside(where: tuple[str, str]) -> bool:
         """Library code that reads frames but hands back only text (stack summaries, warnings' levels)."""
         plotting = sys.modules.get("matplotlib._api")
@@ -420,7 +446,7 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
         if event == "autograder.switch":
             note(f"tries to switch off the grader's monitor (torch._C.{str(args[0])[:60] if args else ''})")
             return
-        if event == "sys._getframe" and frames_stay_inside(caller()):
+        if event == "sys._getframe" and (frames_stay_inside(caller()) or callers(3) == torchscript_define):
             return
         if event in REFUSED_EVENTS:
             note(REFUSED_EVENTS[event])

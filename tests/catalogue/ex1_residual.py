@@ -83,6 +83,38 @@ WRONG = [
                                             "else nn.Sequential(*blocks))")),
     Wrong("ex1_residual", "make_mlp", "depth-minus-one-blocks", make_mlp(loop="range(1, depth)")),
     Wrong("ex1_residual", "make_mlp", "returns-a-modulelist", make_mlp(result="nn.ModuleList(blocks)")),
+    Wrong("ex1_residual", "make_mlp", "returns-a-module-named-sequential-that-is-not-one", '''
+class Sequential(nn.Module):
+    """Runs its blocks in order, as nn.Sequential does, without being one."""
+
+    def __init__(self, *blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def __len__(self):
+        return len(self.blocks)
+
+    def __getitem__(self, i):
+        return self.blocks[i]
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+''' + make_mlp(result="Sequential(*blocks)")),
+    Wrong("ex1_residual", "make_mlp", "sublayer-of-a-module-named-linear-that-is-not-one", '''
+class Linear(nn.Module):
+    """x @ weight.T + bias with nn.Linear's initialization, without being an nn.Linear."""
+
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        bound = 1 / math.sqrt(d_in)
+        self.weight = nn.Parameter(torch.empty(d_out, d_in).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(d_out).uniform_(-bound, bound))
+
+    def forward(self, x):
+        return x @ self.weight.T + self.bias
+''' + make_mlp(sublayer="nn.Sequential(Linear(dim, dim), nn.ReLU(), Linear(dim, dim))")),
     Wrong("ex1_residual", "make_mlp", "mlp-list-multiplication-repeats-one-block", '''
 def make_mlp(depth, dim, residual):
     sublayer = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))

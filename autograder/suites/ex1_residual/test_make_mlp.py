@@ -3,20 +3,25 @@
 With residual=True the blocks are the learner's own ResidualBlock; the tests check that
 make_mlp wraps each sublayer in it, never what ResidualBlock computes (Task 1's job), and
 find a block's sublayer without relying on the name ResidualBlock stores it under.
+What a module is, is asked as isinstance (``checks.is_a``; for ResidualBlock, its class's
+MRO), never by its class's name: a subclass of nn.Sequential or nn.Linear that behaves like
+one passes, a class that is merely named so does not.
 """
 
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from autograder.checks import fail, points
+from autograder.checks import StudentError, fail, is_a, points, reported
+from autograder.suites.ex1_residual.common import randn
 
 PART = "make_mlp"
 TITLE = "Task 2: make_mlp"
 FORBIDDEN = set()
 
-SUBLAYER_TYPES = ["Linear", "ReLU", "Linear"]
+SUBLAYER_KINDS = ["Linear", "ReLU", "Linear"]
 
 
 def build(sub, depth, dim, residual, seed=0):
@@ -33,15 +38,32 @@ def sublayer_of(sub, block):
     block's only direct submodule, or its only direct nn.Sequential (a ResidualBlock's sublayer, whatever
     ResidualBlock calls it and whatever else it holds)."""
     desc = sub.describe(block)
-    if desc["type"] != "Sequential":
-        children = {name: kind for name, kind in desc["modules"].items() if "." not in name}
+    if not is_a(desc, "Sequential"):
+        children = [name for name in desc["modules"] if "." not in name]
         if len(children) != 1:
-            children = {name: kind for name, kind in children.items() if kind == "Sequential"}
+            children = [name for name in children if is_a(desc, "Sequential", name)]
         if len(children) != 1:
             fail(f"a block ({desc['type']}) should hold one sublayer")
         block = sub.getattr(block, next(iter(children)))
         desc = sub.describe(block)
     return block, desc
+
+
+def is_residual_block(sub, block) -> bool:
+    """Whether ``block`` is an instance of the learner's ResidualBlock class (a subclass of it counts)."""
+    try:
+        residual_block = sub.getattr("ResidualBlock", "__mro__")[0]
+        return residual_block in sub.getattr(block, "__class__.__mro__")
+    except (StudentError, TypeError, IndexError):  # no ResidualBlock class, or an MRO that is not a tuple
+        return False
+
+
+def kind_of(sub, block) -> str:
+    """"ResidualBlock" or "Sequential" when the block is an instance of one, else its class's name (for messages)."""
+    if is_residual_block(sub, block):
+        return "ResidualBlock"
+    desc = sub.describe(block)
+    return "Sequential" if is_a(desc, "Sequential") else str(desc["type"])
 
 
 def miscounted(length: int, depth: int) -> str:
@@ -55,7 +77,7 @@ def miscounted(length: int, depth: int) -> str:
 
 def inverted(sub) -> bool:
     """Whether residual=True gives bare sublayers and residual=False ResidualBlocks."""
-    kinds = {residual: {sub.describe(block)["type"] for block in blocks_of(sub, build(sub, 2, 4, residual))}
+    kinds = {residual: {kind_of(sub, block) for block in blocks_of(sub, build(sub, 2, 4, residual))}
              for residual in (True, False)}
     return kinds == {True: {"Sequential"}, False: {"ResidualBlock"}}
 
@@ -66,11 +88,21 @@ def inverted(sub) -> bool:
 def test_returns_an_nn_sequential_of_depth_blocks(sub, depth, residual):
     """Return nn.Sequential(*blocks) with exactly `depth` blocks (not a list or an nn.ModuleList)."""
     mlp = build(sub, depth, 3, residual)
-    if not getattr(mlp, "is_module", False) or sub.describe(mlp)["type"] != "Sequential":
+    if not getattr(mlp, "is_module", False) or not is_a(sub.describe(mlp), "Sequential"):
         fail("make_mlp should return an nn.Sequential")
     length = sub.method(mlp, "__len__")
     if length != depth:
         fail(miscounted(length, depth))
+    if not residual:  # the bare sublayers: whatever class the stack is, it runs them one after another
+        x = randn((2, 3), depth)
+        h = x
+        for block in blocks_of(sub, mlp):
+            h = sub.call(block, h)
+        out = sub.call(mlp, x)
+        if not isinstance(out, torch.Tensor) or not isinstance(h, torch.Tensor) or out.shape != h.shape \
+                or not torch.allclose(out, h):
+            fail("the stack should run its blocks in order, each on the previous one's output, as nn.Sequential "
+                 "does")
 
 
 @points(1)
@@ -80,23 +112,38 @@ def test_each_sublayer_is_linear_relu_linear_of_width_dim(sub, residual):
     with biases."""
     dim = 5
     for block in blocks_of(sub, build(sub, 3, dim, residual)):
-        _, desc = sublayer_of(sub, block)
-        layers = [kind for name, kind in desc["modules"].items() if "." not in name]
-        if desc["type"] != "Sequential" or layers != SUBLAYER_TYPES:
-            fail(f"a sublayer is {desc['type']}({', '.join(layers)}), expected Sequential(Linear, ReLU, Linear)")
+        sublayer, desc = sublayer_of(sub, block)
+        layers = [name for name in desc["modules"] if "." not in name]
+        kinds = [next((kind for kind in SUBLAYER_KINDS if is_a(desc, kind, name)), None) for name in layers]
+        if not is_a(desc, "Sequential") or kinds != SUBLAYER_KINDS:
+            named = ", ".join(str(desc["modules"][name]) for name in layers)
+            if named == ", ".join(SUBLAYER_KINDS):
+                fail("a sublayer holds a class named like nn.Linear or nn.ReLU that is not one (nor a subclass): "
+                     "build it from nn.Linear(dim, dim), nn.ReLU() and nn.Linear(dim, dim) themselves")
+            fail(f"a sublayer is {desc['type']}({named}), expected Sequential(Linear, ReLU, Linear)")
         shapes = {name: tuple(info["shape"]) for name, info in desc["parameters"].items()}
         wanted = {"0.weight": (dim, dim), "0.bias": (dim,), "2.weight": (dim, dim), "2.bias": (dim,)}
         if shapes == {name: shape for name, shape in wanted.items() if name.endswith("weight")}:
             fail("the Linear layers of a sublayer have no bias: keep nn.Linear's default bias=True")
         if shapes != wanted:
             fail("the Linear layers of a sublayer should both be nn.Linear(dim, dim), with a bias")
+        state = sub.state_dict(sublayer)
+        w0, b0, w2, b2 = (reported(state.get(name), wanted[name], f"the sublayer's {name}")
+                          for name in ("0.weight", "0.bias", "2.weight", "2.bias"))
+        x = randn((4, dim), 7)
+        with torch.no_grad():
+            expected = F.linear(F.relu(F.linear(x.double(), w0.double(), b0.double())), w2.double(), b2.double())
+        out = sub.call(sublayer, x)
+        if not isinstance(out, torch.Tensor) or out.shape != expected.shape \
+                or not torch.allclose(out.double(), expected, atol=1e-5):
+            fail("a sublayer should compute what nn.Linear -> nn.ReLU -> nn.Linear compute with its parameters")
 
 
 @points(0.75)
 def test_residual_true_wraps_each_sublayer_in_your_ResidualBlock(sub):
     """With residual=True every block is ResidualBlock(sublayer), using the ResidualBlock class from Task 1."""
     for block in blocks_of(sub, build(sub, 3, 4, True)):
-        kind = sub.describe(block)["type"]
+        kind = kind_of(sub, block)
         if kind == "Sequential" and inverted(sub):
             fail("the residual flag is inverted: residual=True gives the bare sublayers, residual=False the "
                  "ResidualBlocks")
@@ -110,7 +157,7 @@ def test_residual_false_puts_the_bare_sublayers_in_the_stack(sub):
     """With residual=False there is no shortcut: the blocks are the nn.Sequential sublayers themselves, not wrapped
     in ResidualBlock or anything else."""
     for block in blocks_of(sub, build(sub, 3, 4, False)):
-        kind = sub.describe(block)["type"]
+        kind = kind_of(sub, block)
         if kind == "ResidualBlock" and inverted(sub):
             fail("the residual flag is inverted: residual=True gives the bare sublayers, residual=False the "
                  "ResidualBlocks")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from autograder.checks import assert_close, fail
+from autograder.checks import assert_close, fail, is_a
 from autograder.suites.ex4_prepost.mistakes import block_gradient_mistakes, block_mistakes
 from autograder.suites.ex4_prepost.reference import expected_output, loaded_block, masks, randn
 
@@ -23,14 +23,16 @@ TOLERANCE = {"atol": 1e-4, "rtol": 1e-4}  # float32 block against a float64 refe
 
 def check_submodules(sub, name: str, d_model: int = 8, n_heads: int = 2, d_ff: int = 12) -> None:
     block = sub.call(name, d_model, n_heads, d_ff, seed=0)
+    described = sub.describe(block)
 
     def part(path):
         return sub.getattr(block, path)
 
-    def is_torch(handle, kind: str) -> bool:
-        return getattr(handle, "type", "").startswith("torch.nn.") and handle.type.endswith("." + kind)
+    def is_torch(path: str, kind: str) -> bool:
+        """Whether the block's submodule at ``path`` is an nn.<kind> (a subclass of it too)."""
+        return is_a(described, kind, path)
 
-    if not is_torch(part("attn"), "MultiheadAttention"):
+    if not is_torch("attn", "MultiheadAttention"):
         fail("attn should be nn.MultiheadAttention(d_model, n_heads, batch_first=True)")
     if part("attn.batch_first") is not True:
         fail("attn should be built with batch_first=True: the inputs are (B, T, d_model)")
@@ -39,18 +41,23 @@ def check_submodules(sub, name: str, d_model: int = 8, n_heads: int = 2, d_ff: i
     if part("attn.dropout") != 0:
         fail("the block has no dropout: keep nn.MultiheadAttention's default dropout=0")
     ffn = sub.describe(part("ffn"))
-    layers = [kind for path, kind in ffn["modules"].items() if "." not in path]
-    if ffn["type"] == "Sequential" and layers == ["Linear", "ReLU", "Linear"]:
+    layers = [path for path in ffn["modules"] if "." not in path]
+
+    def layers_are(*kinds: str) -> bool:
+        return is_a(ffn, "Sequential") and len(layers) == len(kinds) and all(
+            is_a(ffn, kind, path) for kind, path in zip(kinds, layers))
+
+    if layers_are("Linear", "ReLU", "Linear"):
         fail("ffn's activation is ReLU: the contract's feed-forward uses nn.GELU()")
-    if ffn["type"] != "Sequential" or layers != ["Linear", "GELU", "Linear"]:
+    if not layers_are("Linear", "GELU", "Linear"):
         fail("ffn should be nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))")
     shapes = {path: tuple(info["shape"]) for path, info in ffn["parameters"].items()}
     if shapes.get("0.weight") != (d_ff, d_model) or shapes.get("2.weight") != (d_model, d_ff):
         fail("ffn's Linear layers should map d_model -> d_ff -> d_model")
     for norm in ("norm1", "norm2"):
-        if not is_torch(part(norm), "LayerNorm") or tuple(part(f"{norm}.normalized_shape")) != (d_model,):
+        if not is_torch(norm, "LayerNorm") or tuple(part(f"{norm}.normalized_shape")) != (d_model,):
             fail(f"{norm} should be nn.LayerNorm(d_model)")
-    if any("Dropout" in kind for kind in sub.describe(block)["modules"].values()):
+    if any(is_a(described, "Dropout", path) for path in described["modules"]):
         fail("the block has no dropout: remove the nn.Dropout")
 
 
