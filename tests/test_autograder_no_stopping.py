@@ -37,7 +37,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 ODD_TEXT = {
     "raises-a-lone-surrogate": "raise ValueError('\\ud800')",
     "raises-every-surrogate-kind": "raise KeyError('\\udcff\\udfff\\ud83d')",
-    "prints-a-lone-surrogate": "print('\\ud800' * 10)\nraise RuntimeError('printed')",
+    "prints-a-lone-surrogate": "print('\\ud800' * 10)\nraise RuntimeError('printed \\udfff')",
     "raises-control-characters": "raise ValueError('\\x1b[31m\\x00\\x07\\u202e\\r')",
     "an-exception-named-with-a-surrogate": "raise type('E\\ud800', (Exception,), {})('x')",
 }

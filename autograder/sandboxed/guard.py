@@ -214,12 +214,14 @@ def through_the_hook(name: str):
     return _through_vault(name)
 
 
-def _through_vault(name: str):
-    def call(*args, _audit=sys.audit, _name=name, _list=list):
-        box = _list()
-        _audit(VAULT, _name, args, box)
+def _through_vault(name: str, audit=sys.audit, make_list=list):
+    # Arguments pass through as they came, keywords too; what the function itself uses is in its closure: a
+    # learner who rewrites that only breaks the function, since the original lives in the audit hook alone.
+    def call(*args, **kwargs):
+        box = make_list()
+        audit(VAULT, name, args, kwargs, box)
         if not box:
-            raise Refused(f"the grader's sandbox refuses this: torch._C._autograd.{_name} is not available here")
+            raise Refused(f"the grader's sandbox refuses this: {name} is not available here")
         return box[0]
 
     return call
@@ -350,19 +352,19 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
             leave(71)
 
     def from_vault(args: tuple) -> None:
-        """``(name, arguments, box)``: call the original ``name`` on ``arguments``, its result into ``box``.
+        """``(name, arguments, keywords, box)``: call the original ``name``, its result into ``box``.
         Pushing or switching off saved-tensor hooks is autograd's machinery (evidence where a part forbids
         it); popping the autograd watch off its stack is tampering, and refused."""
-        name, arguments, box = args if len(args) == 3 else (None, None, None)
+        name, arguments, keywords, box = args if len(args) == 4 else (None, None, None, None)
         original = originals.get(name) if type(name) is str else None
-        if original is None or type(box) is not list or type(arguments) is not tuple:
+        if original is None or type(box) is not list or type(arguments) is not tuple or type(keywords) is not dict:
             raise Refused("the grader's sandbox refuses this call")
         if name.startswith(REFERENCE):
             if name not in armed:  # kept from a module check and called since: not the learner's own work
                 send("reference")
                 raise Refused("the grader's sandbox refuses this: the grader's reference implementation stands in "
                               "for your function only while the grader checks a module that calls it")
-            box.append(original(*arguments))
+            box.append(original(*arguments, **keywords))
             return
         if name == POP_HOOKS:
             top = top_hooks(True)
@@ -371,7 +373,7 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
                 raise Refused("the grader's sandbox refuses this: it would take away the grader's autograd watch")
         else:
             send("autograd")
-        box.append(original(*arguments))
+        box.append(original(*arguments, **keywords))
 
     def note(what: str) -> None:
         """Record what the sandbox refused or stopped: reported with the submission, never held on."""
