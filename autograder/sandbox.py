@@ -281,8 +281,8 @@ class Worker:
         request = {key: value for key, value in request.items() if key != "watch_autograd"}
         number = secrets.randbits(63) | (wire.WATCH_AUTOGRAD if watch else 0)
         clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS), self.cpu_time())
-        self.read_evidence()  # written before this request (a finalizer between two): nobody's
-        self.tags, self.forged, self.evidence_bytes = set(), False, 0
+        self.tags, self.forged, self.evidence_bytes = set(), False, 0  # what a finalizer wrote between two
+        # requests is read with the next one, and counts for it
         try:
             self.sock.sendall(wire.frame(wire.numbered(number, wire.encode(request))))
             answer = wire.decode(wire.read_frame(lambda n: self._exact(n, clock)))

@@ -25,13 +25,7 @@ from autograder.checks import Submission
 from autograder.sandbox import Limits
 from autograder.sandboxed import wire
 from tests.grading import max_scores, part_scores, reference, results_of, run_grader, with_cell, write_class
-
-ASSIGNMENT = "ex2_layernorm"
-LAYER_NORM = """
-def layer_norm(x, weight, bias, eps=1e-5):
-    m = x.mean(-1, keepdim=True)
-    return (x - m) / torch.sqrt(((x - m) ** 2).mean(-1, keepdim=True) + eps) * weight + bias
-"""
+from tests.test_autograder_spillover import ASSIGNMENT, LAYER_NORM
 
 # name -> what the layer_norm cell does after defining a correct layer_norm
 ODD_TEXT = {
@@ -72,6 +66,7 @@ def odd_class(tmp_path_factory, bubblewrap):
     return done, folder / "results"
 
 
+@pytest.mark.slow
 def test_a_class_with_odd_text_is_graded_to_the_end(odd_class):
     done, results = odd_class
     assert done.returncode == 0, done.stderr[-2000:]
@@ -79,6 +74,7 @@ def test_a_class_with_odd_text_is_graded_to_the_end(odd_class):
     assert len(graded) == 2 * len(ODD_TEXT) + 4
 
 
+@pytest.mark.slow
 def test_every_honest_submission_in_it_keeps_full_marks_and_status_ok(odd_class):
     graded = results_of(odd_class[1])
     honest = [result for name, result in graded.items() if "honest" in name or "bytes" in name]
@@ -86,6 +82,7 @@ def test_every_honest_submission_in_it_keeps_full_marks_and_status_ok(odd_class)
         [(max_scores(ASSIGNMENT), "ok")] * (len(ODD_TEXT) + 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ODD_TEXT)
 def test_odd_text_is_written_escaped_in_the_result_and_the_feedback(odd_class, name):
     results = odd_class[1]
@@ -97,11 +94,13 @@ def test_odd_text_is_written_escaped_in_the_result_and_the_feedback(odd_class, n
     assert "\\\\u" in text or "\\\\x" in text, "the odd characters should show, escaped"
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf_8_is_named_with_its_bytes_escaped(odd_class):
     names = [path.name for path in odd_class[1].glob("*.json")]
     assert "91-bytes-\\xff\\xfe-\\x1b.json" in names
 
 
+@pytest.mark.slow
 def test_a_flood_of_findings_keeps_the_grader_small_and_its_result_short(odd_class):
     results = odd_class[1]
     flood = json.loads((results / "90-flood.json").read_text())
@@ -135,6 +134,7 @@ def dying_class(request, tmp_path_factory, bubblewrap):
     return results_of(folder / "results")
 
 
+@pytest.mark.slow
 def test_a_submission_that_kills_its_grading_process_twice_gets_grader_error(dying_class):
     for name in ("01-kills-its-process", "05-kills-its-process-too"):
         extra = dying_class[name]["extra_data"]
@@ -142,6 +142,7 @@ def test_a_submission_that_kills_its_grading_process_twice_gets_grader_error(dyi
         assert any("ended while grading this submission, twice" in p for p in extra["problems"])
 
 
+@pytest.mark.slow
 def test_everyone_graded_after_a_dead_grading_process_keeps_full_marks(dying_class):
     honest = [result for name, result in dying_class.items() if "honest" in name]
     assert len(honest) == 4

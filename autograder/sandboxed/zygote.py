@@ -168,7 +168,6 @@ def serve(sock: socket.socket, home: str, monitor, kept: dict) -> None:
                                                       {**hooks, **references, "watch": kept["watch"]})
                 del references
                 sys.getprofile = lambda: None  # the code recorder stays out of student code's reach
-                forget_the_grader()
                 answer = executor.run_cells(compiled, request.get("upto"), request.get("skip") or ())
                 monitor.drain()  # what the cells used is theirs: only the grader's calls are judged
             elif drain is None:
@@ -227,8 +226,9 @@ def unwatch(top_hooks, pop, pack, evidence) -> None:
 
 
 def forget_the_grader() -> None:
-    """Drop the worker's own modules from ``sys.modules`` and from every module that names one (``__main__``
-    names the zygote): student code finds no grader by importing it or by walking modules."""
+    """Drop the grader's own modules from ``sys.modules`` and from every module that names one (``__main__``
+    names the zygote), in the zygote before any fork: student code finds no grader by importing it or by
+    walking modules. (Nothing in the zygote or a worker imports one of them again.)"""
     mine = {name for name in sys.modules if name == "autograder" or name.startswith("autograder.")}
     grader = {id(sys.modules[name]) for name in mine}
     for name in mine:
@@ -303,6 +303,7 @@ def main(control_fd: int) -> None:
     guard.take_away_mode_switches()
     # Held in this frame and handed down to each worker's loop and audit hook: out of student code's reach.
     kept = {"hooks": guard.take_away_autograd_entries(), "watch": guard.autograd_watch()}
+    forget_the_grader()  # once, here: in a worker, walking every module would copy pages of the whole heap
     children: dict[int, dict] = {}  # pid -> its uid and home; once it ended, its exit status and CPU time
     # Everything made so far moves out of the garbage collector's sight: a worker's collections then never
     # walk (and so never copy, page by page) the zygote's millions of objects it shares after the fork. (No
