@@ -486,6 +486,7 @@ def grading_process(slot, assignment, inbox, outbox, results, limits, isolation,
                 saved[index] = 1
             if holding is not None:
                 holding.value = -1
+            outbox.put(("saved", index))  # wakes the loop at once; ``saved`` is what it believes
     finally:
         sandbox.stop()
 

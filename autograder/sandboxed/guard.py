@@ -611,6 +611,10 @@ class Monitor:
 
     def record(self, tag: str, _evidence=evidence) -> None:
         _evidence(tag)  # out of the worker first: nothing done to ``used`` later can take it back
+        self.keep(tag)
+
+    def keep(self, tag: str) -> None:
+        """``tag`` in this process's own record (the in-kernel mode reads it; it refuses what it must)."""
         self.used.add(tag)
         if tag in self.refuse:
             raise Refused(refusal_message(f"a PyTorch {tag.replace('_', '-')} built-in"))
@@ -619,7 +623,7 @@ class Monitor:
                      _tag_of=tag_of, _dual=AUTOGRAD_OPS.search) -> None:
         if types and _own(types, "__torch_function__"):
             _evidence("subclass")
-            self.record("subclass")
+            self.keep("subclass")
         try:
             tag = self.functions_seen.get(func, False)
         except TypeError:  # unhashable callables
@@ -635,13 +639,13 @@ class Monitor:
                 pass
         if tag:
             _evidence(tag)
-            self.record(tag)
+            self.keep(tag)
 
     def saw_operator(self, func, types, args, kwargs, _own=_own_handler, _evidence=evidence,
                      _carries=_carries_grad, _tag_of=tag_of, _dual=AUTOGRAD_OPS.search) -> None:
         if types and _own(types, "__torch_dispatch__"):
             _evidence("subclass")
-            self.record("subclass")
+            self.keep("subclass")
         known = self.operators_seen.get(func)
         if known is None:
             name = str(func)
@@ -650,10 +654,10 @@ class Monitor:
         tag, dual = known
         if tag:
             _evidence(tag)
-            self.record(tag)
+            self.keep(tag)
         if dual or _carries(args, kwargs):
             _evidence("autograd")
-            self.record("autograd")
+            self.keep("autograd")
 
     def __enter__(self):
         self.functions.__enter__()
