@@ -289,7 +289,7 @@ def save(results: Path, data: dict, durable: bool = False) -> None:
     cleaned = safe(data)
     data.clear()
     data.update(cleaned)
-    student_id = safe_text(data["extra_data"]["student_id"], name=True)
+    student_id = data["extra_data"]["student_id"]  # a name from ``load`` is escaped there, "/" included
     write_atomic(results / "feedback" / f"{student_id}.md", feedback(data), durable)
     write_atomic(results / f"{student_id}.json", json.dumps(data, indent=1), durable)
 
