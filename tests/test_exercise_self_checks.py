@@ -11,6 +11,7 @@ import contextlib
 import nbformat
 import pytest
 
+from autograder.sandboxed.executor import remember_source
 from tests.catalogue import variants
 from tests.grading import with_cell
 from tests.honest_corpus import CORPUS
@@ -111,8 +112,17 @@ def test_every_self_checked_task_has_a_named_mistake_and_a_not_written_yet_case(
 # Every honest implementation (tests/honest_corpus.py) and every right variant (tests/catalogue), through every
 # self-check of its exercise, as a learner runs the notebook: the graded cells are skipped (a learner's copy has no
 # hidden tests in them).
+# Honest work the public self-checks still reject: they compare exact types (``type(m) is nn.Linear``) where the
+# grader now asks ``isinstance`` and behaviour. A known false alarm of the self-check, left to issue 34; strict, so
+# this list must shrink when the self-checks are fixed.
+SELF_CHECK_TOO_STRICT = {"ex1-casted-linear-and-config-dataclass": "make_mlp's self-check rejects an nn.Linear subclass"}
+
+
 def honest_work():
-    found = [pytest.param(entry.notebook(), id=entry.name) for entry in CORPUS]
+    found = [pytest.param(entry.notebook(), id=entry.name,
+                          marks=[pytest.mark.xfail(strict=True, reason=SELF_CHECK_TOO_STRICT[entry.name])]
+                          if entry.name in SELF_CHECK_TOO_STRICT else [])
+             for entry in CORPUS]
     return found + [pytest.param(with_cell(right.assignment, right.cell, right.source),
                                  id=f"{right.assignment}-{right.what}") for right in variants()]
 
@@ -129,9 +139,11 @@ def test_every_self_check_tells_honest_work_ok(notebook, capsys):
     cells = [(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""), cell)
              for cell in notebook["cells"] if cell["cell_type"] == "code"]
     last = max(at for at, (grade_id, _) in enumerate(cells) if grade_id.startswith("selfcheck_"))
-    namespace = {}
-    for grade_id, cell in cells[:last + 1]:
+    namespace = {"__name__": "__main__"}  # as in a kernel, where TorchScript finds a module name and the sources
+    for number, (grade_id, cell) in enumerate(cells[:last + 1]):
         if not grade_id.startswith("check_"):  # the hidden tests are not what this checks
-            exec(compile(python_of(cell), f"<{grade_id or 'extra'}>", "exec"), namespace)
+            source, filename = python_of(cell), f"<cell {number + 1}>"
+            remember_source(filename, source)
+            exec(compile(source, filename, "exec"), namespace)
         if grade_id.startswith("selfcheck_"):
             assert capsys.readouterr().out.splitlines()[-1] == "ok", grade_id
