@@ -205,18 +205,15 @@ def take_away_autograd_entries() -> dict:
         if hasattr(holder, name):
             originals[name] = getattr(holder, name)
     by_name = {id(original): name for name, original in originals.items()}
-    _replace_everywhere(list(originals.values()), lambda original: _through_vault(by_name[id(original)]))
+    _replace_everywhere(list(originals.values()), lambda original: through_the_hook(by_name[id(original)]))
     return originals
 
 
-def through_the_hook(name: str):
-    """A function that calls the vault's ``name`` (its original lives only in the audit hook)."""
-    return _through_vault(name)
+def through_the_hook(name: str, audit=sys.audit, make_list=list):
+    """A function that calls the vault's ``name`` (its original lives only in the audit hook).
 
-
-def _through_vault(name: str, audit=sys.audit, make_list=list):
-    # Arguments pass through as they came, keywords too; what the function itself uses is in its closure: a
-    # learner who rewrites that only breaks the function, since the original lives in the audit hook alone.
+    Arguments pass through as they came, keywords too; what the function itself uses is in its closure: a
+    learner who rewrites that only breaks the function, since the original lives in the audit hook alone."""
     def call(*args, **kwargs):
         box = make_list()
         audit(VAULT, name, args, kwargs, box)
@@ -227,19 +224,17 @@ def _through_vault(name: str, audit=sys.audit, make_list=list):
     return call
 
 
-def autograd_watch(_evidence=None):
+def autograd_watch():
     """``(pack, unpack)``: saved-tensor hooks that send ``autograd`` as evidence whenever autograd saves a tensor
     for a graph or unpacks one to differentiate. The worker pushes them around a graded call of a part that
     forbids autograd: they sit in autograd itself, below every dispatch key, so a graph recorded with the
     monitor's modes switched off still shows. (Not around other calls: ``torch.func`` refuses to run while
     saved-tensor hooks are set.)"""
-    _evidence = _evidence or evidence
-
-    def pack(tensor, _send=_evidence):
+    def pack(tensor, _send=evidence):
         _send("autograd")
         return tensor
 
-    def unpack(tensor, _send=_evidence):
+    def unpack(tensor, _send=evidence):
         _send("autograd")
         return tensor
 
@@ -321,7 +316,7 @@ def audit_hook(home: str, me: int, evidence_fd: int | None = None, vault: dict |
     is written cannot be read back or taken back, and nothing but this hook holds the state: an audit
     hook cannot be listed, read or removed from Python. A tag the worker cannot write ends the worker
     (exit status 71), which the grader takes as a changed monitor. ``vault``: name -> an original that
-    ``take_away`` replaced with a function that reaches it only through this hook.
+    ``take_away_autograd_entries`` replaced with a function that reaches it only through this hook.
     """
     import os
     import traceback
