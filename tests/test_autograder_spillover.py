@@ -78,10 +78,13 @@ for folder in range(50):
     for number in range(1000):
         open(f'f{folder}/{number}', 'w').close()
 """,
+    # Removing a folder takes several system calls where making it took two, but how many more varies by
+    # machine (one CI machine removed three seconds' nesting within the grader's five): nest for eight, within
+    # the request's ten seconds of CPU time.
     "nests-deeper-than-can-be-removed-in-time": """
 import time
 start = time.process_time()
-while time.process_time() - start < 3.0:
+while time.process_time() - start < 8.0:
     for _ in range(1000):
         os.mkdir('d')
         os.chdir('d')

@@ -27,6 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 STRICT_FLAGS = ("-W", "-n", "--keep-going")
+# The chapters' numbers must not depend on the machine that builds them. PyTorch's CPU kernels and MKL's
+# matrix products pick their instructions by processor (AVX-512 or AVX2, Intel or AMD), and training runs
+# amplify the last-bit differences: one CI machine gave 0.377 where ours give 0.303. These pin both to their
+# AVX2 code, which every x86-64 machine of the last ten years runs the same way, and one thread.
+NUMERICS = {"PYTHONHASHSEED": "0", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 EXECUTED = re.compile(r"^(?P<path>\S+): Executed notebook in (?P<seconds>[0-9.]+) seconds", re.M)
 
 
@@ -58,7 +64,7 @@ def build_book(source: Path = ROOT, output: Path | None = None) -> BookBuild:
         [str(JUPYTER_BOOK), "build", str(source), "--path-output", str(output), *STRICT_FLAGS],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, **NUMERICS},
     )
     return BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output)
 
@@ -74,7 +80,7 @@ def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
         [sys.executable, "-m", "tools.book_build", "--chinese-only", str(source.resolve()), str(output.resolve())],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, **NUMERICS},
         cwd=Path(__file__).resolve().parent.parent,  # where `tools` is a package: this tool's own repository
     )
     build = BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output / "_build" / "zh")
