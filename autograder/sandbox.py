@@ -280,7 +280,10 @@ class Worker:
         watch = request.get("watch_autograd") is True  # said in the number's top bit, not in the JSON
         request = {key: value for key, value in request.items() if key != "watch_autograd"}
         number = secrets.randbits(63) | (wire.WATCH_AUTOGRAD if watch else 0)
-        clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS), self.cpu_time())
+        # The worker's CPU time as last read (the end of its previous request, or its spawn): between requests it
+        # waits for the next one, so this is its time now, without reading /proc once more.
+        clock = Clock(cpu_seconds, wall_seconds, max(cpu_seconds, IDLE_SECONDS),
+                      self.cpu_seen if self._stat is not None else None)
         self.tags, self.forged, self.evidence_bytes = set(), False, 0  # what a finalizer wrote between two
         # requests is read with the next one, and counts for it
         try:

@@ -45,6 +45,7 @@ code never sees (``zygote.serve``); the evidence went before, on its own pipe.
 
 from __future__ import annotations
 
+import operator
 import re
 import sys
 
@@ -690,20 +691,29 @@ class Monitor:
         functions = [value for cls in classes for value in vars(cls).values() if hasattr(value, "__code__")]
         cells = [cell for function in functions for cell in function.__closure__ or ()]
         spaces = [globals()] + [vars(cls) for cls in classes]
-        # Identities read by ``map(identity, ...)`` in C: a request's check costs microseconds. The built-ins
-        # are this closure's own, so a patched ``builtins.id`` or ``map`` changes nothing here.
-        identity, each, together, copy = id, map, tuple, dict
+        # Compared object by object with ``operator.is_``, in C: ``id`` and reading ``__code__`` are audit events,
+        # each a call of the worker's audit hook (216 of them made this check 0.18 ms a request), and ``==`` would
+        # ask the objects themselves. The functions' code is not read: the audit hook refuses every assignment
+        # of a ``__code__``. These built-ins are this closure's own, so patching ``builtins`` changes nothing.
+        identical, each, every, together, copy, count = operator.is_, map, all, tuple, dict, len
 
-        def fingerprint() -> tuple:
+        def objects() -> tuple:
             mine = copy(vars(self))
             mine.pop("used", None)  # a fresh set every request
-            return (together(together(each(identity, space)) + together(each(identity, space.values()))
-                             for space in spaces + [mine]),
-                    together(each(identity, (function.__code__ for function in functions))),
-                    together(each(identity, (cell.cell_contents for cell in cells))))
+            found = []
+            for space in spaces + [mine]:
+                found += space  # the names, and what they name
+                found += space.values()
+            found += (cell.cell_contents for cell in cells)
+            return together(found)
 
-        sealed = fingerprint()
-        return lambda: fingerprint() == sealed
+        sealed = objects()
+
+        def unchanged() -> bool:
+            now = objects()
+            return count(now) == count(sealed) and every(each(identical, now, sealed))
+
+        return unchanged
 
 
 # --- 4. what student code ran during a graded call -------------------------------------------------
