@@ -189,8 +189,14 @@ def test_free_mixing_amplifies_and_doubly_stochastic_mixing_does_not(glued):
 
 
 def test_mhc_streams_equal_the_residual_stream_when_they_start_as_copies(glued):
-    assert glued["hc_rms_mhc_64"] == glued["hc_rms_res_64"]
-    assert glued["hc_equal_sentence"].startswith("The last two are not just close but equal")
+    """Equal in exact arithmetic; in float32 the Sinkhorn sums are 1 within rounding, and the text says which."""
+    gap = abs(glued["hc_rms_mhc_64"] - glued["hc_rms_res_64"])
+    assert gap < 1e-6 * glued["hc_rms_res_64"]
+    sentence = glued["hc_equal_sentence"]
+    if gap == 0:
+        assert sentence.startswith("The last two are not just close but equal:")
+    else:
+        assert sentence.startswith(f"The last two agree up to float32 rounding (they differ by {gap:.0e}):")
 
 
 @pytest.mark.parametrize("seed", range(5))
