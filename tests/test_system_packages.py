@@ -78,10 +78,10 @@ def test_a_user_with_sudo_rights_installs_through_sudo(fake_system):
                      "chromium bubblewrap fonts-noto-cjk unzip"]
 
 
-def test_without_root_or_sudo_it_names_the_skipped_tests_and_lets_the_suite_run(fake_system):
+def test_without_root_or_sudo_it_names_what_is_skipped_and_lets_the_book_and_the_suite_run(fake_system):
     result, calls = fake_system(uid=1000)()
     assert result.returncode == 0
-    assert "will be skipped" in result.stderr and "apt-get install chromium bubblewrap fonts-noto-cjk unzip" in result.stderr
+    assert "is skipped (the book's PDFs, and the tests pytest names)" in result.stderr and "apt-get install chromium bubblewrap fonts-noto-cjk unzip" in result.stderr
     assert calls == []
 
 

@@ -56,36 +56,107 @@ class BookBuild:
         return {Path(m["path"]).stem: float(m["seconds"]) for m in EXECUTED.finditer(self.log)}
 
 
-def build_book(source: Path = ROOT, output: Path | None = None) -> BookBuild:
-    """Build ``source`` strictly (-W -n --keep-going) into ``output``/_build."""
+def build_book(source: Path = ROOT, output: Path | None = None, show=None) -> BookBuild:
+    """Build ``source`` strictly (-W -n --keep-going) into ``output``/_build.
+
+    ``show(line)``, when given, sees each line of the build's output as it comes (``Progress``).
+    """
     output = output or source
     start = time.perf_counter()
-    proc = subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(source), "--path-output", str(output), *STRICT_FLAGS],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **NUMERICS},
-    )
-    return BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output)
+    returncode, log = _run([str(JUPYTER_BOOK), "build", str(source), "--path-output", str(output), *STRICT_FLAGS],
+                           show)
+    return BookBuild(returncode, log, time.perf_counter() - start, output)
 
 
-def build_chinese(source: Path = ROOT, output: Path | None = None) -> BookBuild:
+def _run(command: list[str], show=None, cwd: Path | None = None) -> tuple[int, str]:
+    """Run ``command`` with the pinned numerics; its exit status and everything it printed."""
+    env = {**os.environ, **NUMERICS}
+    if show is None:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
+        return proc.returncode, proc.stdout + proc.stderr
+    lines = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
+                          errors="replace") as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            show(line)
+    return proc.returncode, "".join(lines)
+
+
+# ipykernel warns, for every kernel a build starts, that it "is running over TCP without encryption ...
+# susceptible to eavesdropping". The kernels listen on 127.0.0.1 only and every message is signed with a key
+# that only this build holds: nothing is wrong, and a newcomer reading it would think something is.
+KERNEL_TRANSPORT = "Kernel is running over TCP without encryption"
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+STARTED = re.compile(r"^(?P<path>\S+): Executing notebook using")
+FINISHED = re.compile(r"^(?P<path>\S+): Executed notebook in (?P<seconds>[0-9.]+) seconds")
+WORTH_SHOWING = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback|Exception occurred")
+
+
+class Progress:
+    """What a newcomer sees while an edition builds: a line per chapter as it runs (its name, then its
+    seconds), and every warning or error as it comes; Sphinx's other chatter stays in the log."""
+
+    def __init__(self, root: Path = ROOT, out=None):
+        self.root, self.out = root, out or sys.stdout
+        self.running: str | None = None  # the chapter whose line is open
+        self.chapters = 0
+
+    def name(self, path: str) -> str:
+        chapter = Path(path.split(":", 1)[0])
+        try:
+            return chapter.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return chapter.name
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def __call__(self, line: str) -> None:
+        text = ANSI.sub("", line).rstrip()
+        if not text or KERNEL_TRANSPORT in text:
+            return
+        if started := STARTED.match(text):
+            self.close()
+            self.running = self.name(started["path"])
+            self.chapters += 1
+            self.write(f"  running {self.running} ...")
+        elif finished := FINISHED.match(text):
+            name = self.name(finished["path"])
+            seconds = f"{float(finished['seconds']):.0f} s"
+            if self.running == name:
+                self.write(f" {seconds}\n")
+            else:
+                self.close()
+                self.write(f"  {name}: {seconds}\n")
+            self.running = None
+        elif WORTH_SHOWING.search(text):
+            self.close()
+            self.write(f"  {text}\n")
+
+    def close(self) -> None:
+        """End the open chapter line, so that what follows starts a line of its own."""
+        if self.running is not None:
+            self.write("\n")
+            self.running = None
+
+
+def build_chinese(source: Path = ROOT, output: Path | None = None, show=None) -> BookBuild:
     """Build ``source``/zh strictly into ``output``/_build/zh, then copy it to ``output``/_build/html/zh.
 
     Reads the execution cache of the English build into the same ``output``, so build English first.
     """
     output = output or source
     start = time.perf_counter()
-    proc = subprocess.run(
+    returncode, log = _run(
         [sys.executable, "-m", "tools.book_build", "--chinese-only", str(source.resolve()), str(output.resolve())],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **NUMERICS},
+        show,
         cwd=Path(__file__).resolve().parent.parent,  # where `tools` is a package: this tool's own repository
     )
-    build = BookBuild(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, output / "_build" / "zh")
+    build = BookBuild(returncode, log, time.perf_counter() - start, output / "_build" / "zh")
     site = output / "_build" / "html" / "zh"
-    if proc.returncode == 0:
+    if returncode == 0:
         shutil.rmtree(site, ignore_errors=True)
         shutil.copytree(build.output / "html", site)
         share_static(site.parent, site)
@@ -172,25 +243,44 @@ def build_editions(source: Path = ROOT, output: Path | None = None) -> tuple[Boo
     return english, (build_chinese(source, output) if english.returncode == 0 else None)
 
 
+LOGS = ROOT / "_build" / "logs"  # each step's whole output, kept whether it succeeded or not
+
+
+def report(name: str, build: BookBuild, site: Path, progress: Progress) -> bool:
+    """Say how an edition's build went, keep its whole log, and show the end of it when it failed."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{name.lower()}.log"
+    log.write_text(ANSI.sub("", build.log), encoding="utf-8")
+    if build.returncode == 0:
+        ran = f", {progress.chapters} chapters run" if progress.chapters else ""
+        print(f"{name} edition built in {build.seconds:.0f} s{ran}: {site}/index.html", flush=True)
+        return True
+    lines = [line for line in ANSI.sub("", build.log).splitlines() if KERNEL_TRANSPORT not in line]
+    print(f"{name} edition FAILED (exit status {build.returncode}) after {build.seconds:.0f} s. The end of its log:")
+    print("\n".join("    " + line for line in lines[-30:]))
+    print(f"The whole log: {log}", flush=True)
+    return False
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--chinese-only"]:
         return _run_chinese_build(Path(argv[1]).resolve(), Path(argv[2]).resolve())
-    print("Building the English edition, then the Chinese one (a few minutes on a clean checkout) ...", flush=True)
-    english, chinese = build_editions()
-    for name, build in (("English", english), ("Chinese", chinese)):
-        if build is None:
-            print(f"The {name} edition was not built: the English build failed first.")
-            continue
-        print(build.log if build.returncode else build.log[-1500:])
-        where = build.html if name == "English" else ROOT / "_build" / "html" / "zh"
-        verdict = f"built in {build.seconds:.0f} s: {where}/index.html" if build.returncode == 0 else f"FAILED (exit {build.returncode})"
-        print(f"{name} edition {verdict}")
-    if chinese is None or chinese.returncode != 0:
+    print("Building the book: the English edition (it runs every chapter: about 4 minutes on two cores), the "
+          "Chinese one (the same code, its results reused), then a PDF of each.", flush=True)
+    progress = Progress()
+    english = build_book(show=progress)
+    progress.close()
+    if not report("English", english, english.html, progress):
+        print("The Chinese edition was not built: the English build failed first.")
+        return 1
+    progress = Progress()
+    chinese = build_chinese(show=progress)
+    progress.close()
+    if not report("Chinese", chinese, ROOT / "_build" / "html" / "zh", progress):
         return 1
     from tools import book_pdf  # after the build: the tests' builds (build_editions) print no PDF
 
-    print("Printing the whole book to a PDF per edition (about a minute and a half) ...", flush=True)
-    return book_pdf.main()
+    return book_pdf.main([], after_build=True)
 
 
 if __name__ == "__main__":

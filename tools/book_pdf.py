@@ -16,6 +16,7 @@ build would run Sphinx twice more), and each page prints with the scripts it has
 explorer draws its charts, MathJax its formulas).
 """
 
+import argparse
 import datetime
 import html
 import io
@@ -23,6 +24,7 @@ import posixpath
 import re
 import sys
 import time
+import traceback
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -335,14 +337,56 @@ def book_pdfs(site: Path = SITE, output: Path | None = None, chromium: str = CHR
         return {edition: future.result() for edition, future in made.items()}
 
 
-def main() -> int:
-    if not (SITE / "index.html").exists():
-        print(f"No built site in {SITE}: build the book first (python -m tools.book_build).")
+INSTALL = "sudo bash tools/install_system_packages.sh"  # Debian's chromium and fonts-noto-cjk (and the tests' tools)
+
+
+def browser_problem(chromium: str = CHROMIUM) -> str | None:
+    """Why Chromium at ``chromium`` cannot print the book, in one line; None when it starts."""
+    if not Path(chromium).is_file():
+        return f"Chromium is not installed ({chromium} does not exist)"
+    try:
+        with browser_page(chromium):
+            return None
+    except Exception as error:  # noqa: BLE001 - Playwright's Error, or the driver failing: said in one line
+        text = str(error)
+        # Playwright's message holds the browser's own last words ("[pid=N][err] ...") and its exit status.
+        words = re.findall(r"\[pid=\d+\]\[err\] (.+)", text)
+        status = re.search(r"exitCode=(-?\d+)", text)
+        said = words[-1].strip() if words else next((line.strip() for line in text.splitlines() if line.strip()),
+                                                     type(error).__name__)
+        return (f"Chromium at {chromium} could not start: {said[:200]}"
+                + (f" (exit status {status[1]})" if status else ""))
+
+
+def main(argv: list[str] | None = None, after_build: bool = False) -> int:
+    """Print both editions. A browser that is missing or cannot start is one line, never a traceback: after a
+    build (``after_build``) the editions are there and that line is all, with exit status 0; alone, exit 1."""
+    parser = argparse.ArgumentParser(prog="python -m tools.book_pdf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--site", type=Path, default=SITE, help="the built site (default: _build/html)")
+    parser.add_argument("--chromium", default=CHROMIUM, help=f"the browser that prints (default: {CHROMIUM})")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if not (args.site / "index.html").exists():
+        print(f"No built site in {args.site}: build the book first (python -m tools.book_build).")
         return 1
+    problem = browser_problem(args.chromium)
+    if problem:
+        print(f"PDFs not printed: {problem}. To print them, run `{INSTALL}`, then `.venv/bin/python -m "
+              f"tools.book_pdf`." + (" Both editions are built." if after_build else ""), flush=True)
+        return 0 if after_build else 1
+    print("Printing each edition to a PDF (about a minute and a half) ...", flush=True)
     start = time.perf_counter()
-    for edition, path in book_pdfs().items():
-        print(f"{path} ({path.stat().st_size / 1e6:.1f} MB, {len(PdfReader(path).pages)} pages)")
-    print(f"Printed both editions in {time.perf_counter() - start:.0f} s")
+    try:
+        made = book_pdfs(args.site, chromium=args.chromium)
+    except Exception as error:  # noqa: BLE001 - one line here; the whole traceback in the log
+        log = args.site.parent / "logs" / "pdf.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        said = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+        print(f"PDFs not printed: {type(error).__name__}: {said[:200]} (the whole traceback: {log})")
+        return 1
+    for path in made.values():
+        print(f"  {path} ({path.stat().st_size / 1e6:.1f} MB, {len(PdfReader(path).pages)} pages)")
+    print(f"Printed both editions in {time.perf_counter() - start:.0f} s", flush=True)
     return 0
 
 

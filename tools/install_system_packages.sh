@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Install the Debian packages the test suite needs, and only those that are missing:
-#   chromium        the browser that the browser tests drive with Playwright (never a downloaded one)
+# Install the Debian packages the book's PDFs and the test suite need, and only those that are missing:
+#   chromium        the browser that prints the PDFs and that the browser tests drive with Playwright (never a
+#                   downloaded one)
 #   bubblewrap      the sandbox of the autograder (bwrap)
 #   fonts-noto-cjk  a Chinese font for Chromium, so the Chinese edition's pages render (and are tested) as readers see them
 #   unzip           the guide's way (teaching.md) to try a Gradescope autograder zip before uploading it
 # As root it installs with apt-get; as a user with sudo rights, with `sudo apt-get` (sudo may ask for your password).
 # Safe to run again: with everything present it does nothing.
-# When nothing can install them: in CI (CI set) it exits 1; elsewhere it says which tests will be skipped and exits 0,
-# so the rest of the suite still runs.
+# When nothing can install them: in CI (CI set) it exits 1; elsewhere it says what will be skipped and exits 0,
+# so the book still builds and the rest of the suite still runs.
 set -euo pipefail
 
 missing=()
@@ -30,8 +31,8 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "system packages: missing ${missing[*]}, and this user is not root and has no sudo." >&2
     case "${CI:-}" in
       ""|0|false|no)
-        echo "system packages: the tests that need them will be skipped (pytest says which); ask an administrator" \
-             "to run: apt-get install ${missing[*]}" >&2
+        echo "system packages: what needs them is skipped (the book's PDFs, and the tests pytest names); ask an" \
+             "administrator to run: apt-get install ${missing[*]}" >&2
         exit 0 ;;
       *)
         echo "system packages: CI skips no test, so this is an error: run the tests as root or with sudo" >&2
