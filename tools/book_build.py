@@ -252,7 +252,8 @@ def report(name: str, build: BookBuild, site: Path, progress: Progress) -> bool:
     log = LOGS / f"{name.lower()}.log"
     log.write_text(ANSI.sub("", build.log), encoding="utf-8")
     if build.returncode == 0:
-        ran = f", {progress.chapters} chapters run" if progress.chapters else ""
+        count = progress.chapters
+        ran = f", {count} chapter{'' if count == 1 else 's'} run" if count else ""
         print(f"{name} edition built in {build.seconds:.0f} s{ran}: {site}/index.html", flush=True)
         return True
     lines = [line for line in ANSI.sub("", build.log).splitlines() if KERNEL_TRANSPORT not in line]
