@@ -89,7 +89,6 @@ def _run(command: list[str], show=None, cwd: Path | None = None) -> tuple[int, s
 KERNEL_TRANSPORT = "Kernel is running over TCP without encryption"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 STARTED = re.compile(r"^(?P<path>\S+): Executing notebook using")
-FINISHED = re.compile(r"^(?P<path>\S+): Executed notebook in (?P<seconds>[0-9.]+) seconds")
 WORTH_SHOWING = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback|Exception occurred")
 
 
@@ -122,7 +121,7 @@ class Progress:
             self.running = self.name(started["path"])
             self.chapters += 1
             self.write(f"  running {self.running} ...")
-        elif finished := FINISHED.match(text):
+        elif finished := EXECUTED.match(text):
             name = self.name(finished["path"])
             seconds = f"{float(finished['seconds']):.0f} s"
             if self.running == name:

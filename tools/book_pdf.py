@@ -340,6 +340,11 @@ def book_pdfs(site: Path = SITE, output: Path | None = None, chromium: str = CHR
 INSTALL = "sudo bash tools/install_system_packages.sh"  # Debian's chromium and fonts-noto-cjk (and the tests' tools)
 
 
+def first_line(text: str, default: str = "") -> str:
+    """The first line of ``text`` that says something (an error's message can start with blank lines)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), default)
+
+
 def browser_problem(chromium: str = CHROMIUM) -> str | None:
     """Why Chromium at ``chromium`` cannot print the book, in one line; None when it starts."""
     if not Path(chromium).is_file():
@@ -352,8 +357,7 @@ def browser_problem(chromium: str = CHROMIUM) -> str | None:
         # Playwright's message holds the browser's own last words ("[pid=N][err] ...") and its exit status.
         words = re.findall(r"\[pid=\d+\]\[err\] (.+)", text)
         status = re.search(r"exitCode=(-?\d+)", text)
-        said = words[-1].strip() if words else next((line.strip() for line in text.splitlines() if line.strip()),
-                                                     type(error).__name__)
+        said = words[-1].strip() if words else first_line(text, type(error).__name__)
         return (f"Chromium at {chromium} could not start: {said[:200]}"
                 + (f" (exit status {status[1]})" if status else ""))
 
@@ -381,7 +385,7 @@ def main(argv: list[str] | None = None, after_build: bool = False) -> int:
         log = args.site.parent / "logs" / "pdf.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(traceback.format_exc(), encoding="utf-8")
-        said = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+        said = first_line(str(error))
         print(f"PDFs not printed: {type(error).__name__}: {said[:200]} (the whole traceback: {log})")
         return 1
     for path in made.values():
